@@ -1,0 +1,187 @@
+"""Configuration: one TOML file plus ``KUMIHO_CE_*`` environment variables (environment wins).
+
+The file is ``--config``, else ``$KUMIHO_CE_CONFIG``, else ``$XDG_CONFIG_HOME/kumiho-ce/config.toml`` when it
+exists. Nested keys come from the environment with ``__``: ``KUMIHO_CE_MEMORY__MIN_RELEVANCE_SCORE=0.5``.
+Settings are built once by the CLI and passed in; nothing reads them globally.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+import tomli_w
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from appliance.errors import ConfigError
+
+ENV_PREFIX = "KUMIHO_CE_"
+DEFAULT_PORT = 9190  # the port Kumiho's SDK probes for a local CE
+
+
+def default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "kumiho-ce"
+
+
+def default_config_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "kumiho-ce" / "config.toml"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class GraphSettings(_Section):
+    buffer_pool_mb: int = Field(256, ge=16, le=1_048_576, description="Kùzu buffer pool cap in MiB")
+    readers: int = Field(4, ge=1, le=64, description="Read connections in the pool")
+
+
+class MemoryPolicy(_Section):
+    max_entries_per_namespace: int = Field(0, ge=0, description="0 = unlimited")
+    max_entries_per_category: int = Field(0, ge=0, description="0 = unlimited")
+    read_only_namespaces: list[str] = Field(default_factory=list)
+    retention_days_by_category: dict[str, int] = Field(default_factory=dict)
+
+
+class MemorySettings(_Section):
+    """The seed's ``[memory]`` block (seed 001), with its defaults."""
+
+    backend: Literal["kumiho", "none"] = "kumiho"
+    auto_save: bool = True
+    hygiene_enabled: bool = False
+    archive_after_days: int = Field(7, ge=0)
+    purge_after_days: int = Field(30, ge=0)
+    conversation_retention_days: int = Field(30, ge=0)
+    min_relevance_score: float = Field(0.4, ge=0.0, le=1.0)
+    default_namespace: str = "default"
+    half_life_days: float = Field(7.0, description="time-decay half-life (D2); ≤ 0 means the default 7")
+    response_cache_enabled: bool = False
+    response_cache_ttl_minutes: int = Field(60, ge=0)
+    response_cache_max_entries: int = Field(5000, ge=0)
+    response_cache_hot_entries: int = Field(256, ge=0)
+    snapshot_enabled: bool = False
+    snapshot_on_hygiene: bool = False
+    auto_hydrate: bool = True
+    audit_enabled: bool = False
+    audit_retention_days: int = Field(30, ge=0)
+    policy: MemoryPolicy = Field(default_factory=MemoryPolicy)
+
+
+class KumihoSettings(_Section):
+    """The seed's ``[kumiho]`` block: what the appliance honours."""
+
+    mode: Literal["local_ce"] = "local_ce"
+    default_project: str = "CognitiveMemory"
+    memory_retrieval_limit: int = Field(3, ge=1, le=100, description="operator tools' limit cap")
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", case_sensitive=False
+    )
+
+    host: str = Field("127.0.0.1", description="bind address; beyond loopback a bearer token is required")
+    port: int = Field(DEFAULT_PORT, ge=1, le=65535)
+    data_dir: Path = Field(default_factory=default_data_dir)
+    api_token: SecretStr | None = Field(
+        None, description="bearer token; when unset one is generated in the data directory"
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    graph: GraphSettings = Field(default_factory=GraphSettings)
+    memory: MemorySettings = Field(default_factory=MemorySettings)
+    kumiho: KumihoSettings = Field(default_factory=KumihoSettings)
+
+    @property
+    def is_loopback(self) -> bool:
+        return self.host in ("127.0.0.1", "localhost", "::1") or self.host.startswith("127.")
+
+
+def resolve_config_path(explicit: str | os.PathLike[str] | None = None) -> Path | None:
+    """The config file to read, or None when there is none (the embedded defaults then apply)."""
+    if explicit:
+        return Path(explicit)
+    from_env = os.environ.get(ENV_PREFIX + "CONFIG")
+    if from_env:
+        return Path(from_env)
+    default = default_config_path()
+    return default if default.is_file() else None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist; create it or drop --config") from None
+    except OSError as exc:
+        raise ConfigError(f"config file {path} cannot be read: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+
+
+class _TomlSource(PydanticBaseSettingsSource):
+    def __init__(self, settings_cls: type[BaseSettings], data: dict[str, Any]) -> None:
+        super().__init__(settings_cls)
+        self._data = data
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return self._data.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return self._data
+
+
+def load_settings(config_path: Path | None = None, **overrides: Any) -> Settings:
+    """Build the effective settings: ``overrides`` > environment > TOML file > defaults."""
+    data = _read_toml(config_path) if config_path else {}
+
+    class _Loaded(Settings):
+        @classmethod
+        def settings_customise_sources(
+            cls,
+            settings_cls: type[BaseSettings],
+            init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource,
+            dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource,
+        ) -> tuple[PydanticBaseSettingsSource, ...]:
+            return (init_settings, env_settings, _TomlSource(settings_cls, data))
+
+    try:
+        return _Loaded(**overrides)
+    except ValidationError as exc:
+        raise ConfigError(_explain(exc, config_path)) from None
+
+
+def _explain(exc: ValidationError, config_path: Path | None) -> str:
+    where = f"config file {config_path} or " if config_path else ""
+    lines = []
+    for error in exc.errors():
+        key = ".".join(str(part) for part in error["loc"])
+        env = ENV_PREFIX + "__".join(str(part) for part in error["loc"]).upper()
+        if error["type"] == "extra_forbidden":
+            lines.append(f"unknown setting '{key}' (in {where or 'the environment: '}{env}); remove or "
+                         "fix its name (see `kumiho-ce config show` for the known keys)")
+        else:
+            lines.append(f"setting '{key}' = {error.get('input')!r}: {error['msg']} (set in {where}{env})")
+    return "invalid configuration:\n  " + "\n  ".join(lines)
+
+
+def render_toml(settings: Settings) -> str:
+    """The effective configuration as TOML, secrets masked."""
+    data = settings.model_dump(mode="json")
+    for key, value in settings:
+        if isinstance(value, SecretStr):
+            data[key] = "**********"
+    return tomli_w.dumps(_drop_none(data))
+
+
+def _drop_none(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _drop_none(v) for k, v in value.items() if v is not None}
+    return value

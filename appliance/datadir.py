@@ -1,0 +1,125 @@
+"""The data directory: its layout and the lock that keeps it to one process.
+
+    <data_dir>/
+      lock        flock held by the owning process; holds its pid
+      graph/      Kùzu database (graph.kuzu + its WAL)
+      index/      LanceDB tables (derived from the graph; rebuilt by reindex)
+      artifacts/  files the appliance writes itself (transcripts, reports, logs)
+      working/    persisted working memory of open sessions
+      token       bearer token for requests from beyond loopback (0600)
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from appliance.errors import DataDirError, DataDirInUse
+
+SUBDIRS = ("graph", "index", "artifacts", "working")
+
+
+@dataclass(frozen=True)
+class DataDir:
+    root: Path
+
+    @property
+    def graph_path(self) -> Path:
+        return self.root / "graph" / "graph.kuzu"
+
+    @property
+    def lock_path(self) -> Path:
+        return self.root / "lock"
+
+    @property
+    def token_path(self) -> Path:
+        return self.root / "token"
+
+    def ensure(self) -> None:
+        """Create the layout (0700: memories are private) or say why it cannot be."""
+        try:
+            self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+            for name in SUBDIRS:
+                (self.root / name).mkdir(exist_ok=True, mode=0o700)
+        except OSError as exc:
+            raise DataDirError(
+                f"data directory {self.root} cannot be created: {exc.strerror}; choose another with "
+                "KUMIHO_CE_DATA_DIR or fix its permissions"
+            ) from None
+        if not os.access(self.root, os.W_OK | os.X_OK):
+            raise DataDirError(f"data directory {self.root} is not writable by this user")
+
+    def lock(self) -> DataDirLock:
+        return DataDirLock(self.lock_path)
+
+    def holder_pid(self) -> int | None:
+        """The pid recorded by the process holding the lock, if any process holds it."""
+        try:
+            with DataDirLock(self.lock_path):
+                return None
+        except DataDirInUse as exc:
+            return exc.pid
+        except DataDirError:
+            return None
+
+    def read_or_create_token(self) -> str:
+        try:
+            return self.token_path.read_text().strip()
+        except FileNotFoundError:
+            token = secrets.token_urlsafe(32)
+            fd = os.open(self.token_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as handle:
+                handle.write(token + "\n")
+            return token
+
+
+class DataDirLock:
+    """An exclusive, non-blocking flock on ``<data_dir>/lock``; released when the process dies."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise DataDirError(f"cannot open lock file {self.path}: {exc.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = _read_pid(fd)
+            os.close(fd)
+            holder = f"pid {pid}" if pid else "another process"
+            raise DataDirInUse(
+                f"data directory {self.path.parent} is in use by another kumiho-ce process ({holder}). "
+                "Only one process may own it: stop that process, point KUMIHO_CE_DATA_DIR elsewhere, or "
+                "talk to the running appliance (kumiho-ce mcp and the HTTP API do).",
+                pid,
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> DataDirLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _read_pid(fd: int) -> int | None:
+    try:
+        return int(os.pread(fd, 32, 0).decode().strip() or 0) or None
+    except (OSError, ValueError):
+        return None

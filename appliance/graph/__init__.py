@@ -1,0 +1,6 @@
+"""The graph port's Kùzu adapter. Import ``GraphStore`` from here; nothing else imports kuzu."""
+
+from appliance.graph.revisions import BulkResult, NewArtifact, NewRevision
+from appliance.graph.store import GraphStore
+
+__all__ = ["BulkResult", "GraphStore", "NewArtifact", "NewRevision"]

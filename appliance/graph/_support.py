@@ -1,0 +1,152 @@
+"""Shared pieces of the Kùzu store: ids, row → model conversion, cursors, the audit trail."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from appliance.core.kref import SCHEME, Kref, format_kref
+from appliance.core.model import Artifact, Edge, Item, Project, Revision, Space
+from appliance.errors import InvalidArgument
+from appliance.graph.engine import KuzuEngine, Tx
+
+Clock = Callable[[], datetime]
+LOCAL_USER = "local"  # a tokenless local appliance has one user (reference §1.13)
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def dumps(metadata: dict[str, str]) -> str:
+    return json.dumps(metadata, ensure_ascii=False, sort_keys=True)
+
+
+def loads(text: str | None) -> dict[str, str]:
+    return json.loads(text) if text else {}
+
+
+# -- ids: the kref without its scheme is the primary key of items, revisions and artifacts ------------
+def item_id(kref: Kref) -> str:
+    return format_kref(kref.item())[len(SCHEME):]
+
+
+def revision_id(item: str, number: int) -> str:
+    return f"{item}?r={number}"
+
+
+def artifact_id(revision: str, name: str) -> str:
+    return f"{revision}&a={name}"
+
+
+def to_kref(node_id: str) -> str:
+    return SCHEME + node_id
+
+
+# -- rows → model ---------------------------------------------------------------------------------------
+def project_from(n: dict[str, Any]) -> Project:
+    return Project(
+        project_id=n["project_id"], name=n["name"], description=n["description"],
+        created_at=n["created_at"], updated_at=n["updated_at"], deprecated=n["deprecated"],
+        allow_public=n["allow_public"], metadata=loads(n["metadata"]),
+    )
+
+
+def space_from(n: dict[str, Any]) -> Space:
+    return Space(
+        path=n["path"], name=n["name"], project=n["project"], parent_path=n["parent"],
+        type="root" if n["parent"].count("/") <= 1 else "sub",
+        created_at=n["created_at"], modified_at=n["modified_at"], author=n["author"],
+        username=n["username"], metadata=loads(n["metadata"]),
+    )
+
+
+def item_from(n: dict[str, Any]) -> Item:
+    return Item(
+        kref=to_kref(n["id"]), project=n["project"], space_path=n["space"], item_name=n["name"],
+        kind=n["kind"], created_at=n["created_at"], modified_at=n["modified_at"], author=n["author"],
+        username=n["username"], metadata=loads(n["metadata"]), deprecated=n["deprecated"],
+    )
+
+
+def revision_from(n: dict[str, Any], tags: list[str] | None) -> Revision:
+    return Revision(
+        kref=to_kref(n["id"]), item_kref=to_kref(n["item"]), number=n["number"],
+        tags=sorted(t for t in tags or () if t), metadata=loads(n["metadata"]), created_at=n["created_at"],
+        modified_at=n["modified_at"], author=n["author"], username=n["username"],
+        deprecated=n["deprecated"], default_artifact=n["default_artifact"] or None,
+    )
+
+
+def artifact_from(n: dict[str, Any]) -> Artifact:
+    revision = n["revision"]
+    return Artifact(
+        kref=to_kref(n["id"]), name=n["name"], location=n["location"], revision_kref=to_kref(revision),
+        item_kref=to_kref(revision.rsplit("?r=", 1)[0]), created_at=n["created_at"],
+        modified_at=n["modified_at"], author=n["author"], username=n["username"],
+        metadata=loads(n["metadata"]), deprecated=n["deprecated"],
+    )
+
+
+def edge_from(source: str, target: str, rel: dict[str, Any]) -> Edge:
+    return Edge(
+        source_kref=to_kref(source), target_kref=to_kref(target), edge_type=rel["edge_type"],
+        metadata=loads(rel["metadata"]), created_at=rel["created_at"], author=rel["author"],
+        username=rel["username"],
+    )
+
+
+REVISION_WITH_TAGS = (
+    "OPTIONAL MATCH (:Item)-[t:TAGGED {until: ''}]->(r) RETURN r, collect(t.tag)"
+)
+
+
+# -- paging -----------------------------------------------------------------------------------------
+def encode_cursor(value: str | int) -> str:
+    return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str | None, kind: type) -> Any:
+    if not cursor:
+        return None
+    try:
+        value = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    except ValueError:
+        value = None
+    if not isinstance(value, kind):
+        raise InvalidArgument("cursor: not a cursor this listing returned; start again without it",
+                              field="cursor")
+    return value
+
+
+def check_page_size(value: int) -> int:
+    if not 1 <= value <= 1000:
+        raise InvalidArgument("page_size: give a page size from 1 to 1000", field="page_size")
+    return value
+
+
+class StoreBase:
+    """What every part of the store shares: the engine, the clock and the audit trail."""
+
+    def __init__(self, engine: KuzuEngine, clock: Clock = utc_now, default_project: str = "CognitiveMemory"):
+        self._engine = engine
+        self._clock = clock
+        self.default_project = default_project
+
+    def _now(self) -> str:
+        return iso(self._clock())
+
+    def _event(self, tx: Tx, routing_key: str, kref: str, details: dict[str, Any] | None = None) -> None:
+        """Record a change in the audit trail, in the same transaction as the change itself."""
+        tx.run(
+            "CREATE (:Event {at: $at, routing_key: $k, kref: $kref, author: $a, details: $d})",
+            {"at": self._now(), "k": routing_key, "kref": kref, "a": LOCAL_USER,
+             "d": json.dumps(details or {}, ensure_ascii=False, sort_keys=True)},
+        )

@@ -1,0 +1,144 @@
+"""The Kùzu engine: one database, one writer thread, a pool of reader connections.
+
+Kùzu refuses a second concurrent write transaction instead of queueing it, so every write is a job on one
+writer thread and runs as one transaction (all or nothing). Reads take a connection from a small pool and
+run concurrently with the writer. Kùzu's exceptions become ``StorageError`` here.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import queue
+import re
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any, TypeVar
+
+import kuzu
+
+from appliance.errors import DataDirError, KumihoError, StorageError
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+_STOP = object()
+
+
+class Tx:
+    """Query helpers over one connection; inside ``engine.write`` they share one transaction."""
+
+    def __init__(self, conn: kuzu.Connection) -> None:
+        self._conn = conn
+
+    def rows(self, query: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
+        # Kùzu refuses parameters a query does not use; callers may share one parameter dict.
+        wanted = _parameters(query)
+        try:
+            result = self._conn.execute(query, {k: v for k, v in (params or {}).items() if k in wanted})
+            return result.get_all()  # type: ignore[union-attr]
+        except RuntimeError as exc:
+            log.error("graph query failed: %s", exc)
+            raise StorageError(f"the graph database refused the operation: {exc}") from exc
+
+    def run(self, query: str, params: dict[str, Any] | None = None) -> None:
+        self.rows(query, params)
+
+    def one(self, query: str, params: dict[str, Any] | None = None) -> list[Any] | None:
+        found = self.rows(query, params)
+        return found[0] if found else None
+
+    def scalar(self, query: str, params: dict[str, Any] | None = None) -> Any:
+        row = self.one(query, params)
+        return row[0] if row else None
+
+
+@functools.lru_cache(maxsize=1024)
+def _parameters(query: str) -> frozenset[str]:
+    return frozenset(re.findall(r"\$(\w+)", query))
+
+
+class KuzuEngine:
+    def __init__(self, path: Path, *, buffer_pool_mb: int = 256, readers: int = 4) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = kuzu.Database(str(path), buffer_pool_size=buffer_pool_mb * 1024 * 1024)
+        except RuntimeError as exc:
+            raise DataDirError(
+                f"graph database {path} cannot be opened: {exc}. If another process holds it, stop that "
+                "process; if it is damaged, restore a backup (kumiho-ce restore)."
+            ) from exc
+        self.path = path
+        self._readers: queue.SimpleQueue[kuzu.Connection] = queue.SimpleQueue()
+        for _ in range(readers):
+            self._readers.put(kuzu.Connection(self._db))
+        self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._writer_conn = kuzu.Connection(self._db)
+        self._writer = threading.Thread(target=self._write_loop, name="kuzu-writer", daemon=True)
+        self._closed = False
+        self._writer.start()
+
+    # -- writes ---------------------------------------------------------------------------------------
+    def write(self, job: Callable[[Tx], T]) -> T:
+        """Run ``job`` as one transaction on the writer thread and return its result (or raise)."""
+        if threading.current_thread() is self._writer:
+            return job(Tx(self._writer_conn))  # nested call from inside a job: same transaction
+        if self._closed:
+            raise StorageError("the graph store is closed")
+        future: Future[T] = Future()
+        self._jobs.put((job, future))
+        return future.result()
+
+    def _write_loop(self) -> None:
+        tx = Tx(self._writer_conn)
+        while True:
+            item = self._jobs.get()
+            if item is _STOP:
+                return
+            job, future = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                self._writer_conn.execute("BEGIN TRANSACTION")
+                result = job(tx)
+                self._writer_conn.execute("COMMIT")
+            except BaseException as exc:
+                self._rollback()
+                future.set_exception(_as_kumiho_error(exc))
+            else:
+                future.set_result(result)
+
+    def _rollback(self) -> None:
+        try:
+            self._writer_conn.execute("ROLLBACK")
+        except RuntimeError:
+            pass  # no active transaction: BEGIN itself failed
+
+    # -- reads ----------------------------------------------------------------------------------------
+    def read(self, job: Callable[[Tx], T]) -> T:
+        if threading.current_thread() is self._writer:
+            return job(Tx(self._writer_conn))  # a write job reading its own uncommitted state
+        conn = self._readers.get()
+        try:
+            return job(Tx(conn))
+        finally:
+            self._readers.put(conn)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._jobs.put(_STOP)
+        self._writer.join()
+        self._writer_conn.close()
+        while not self._readers.empty():
+            self._readers.get().close()
+        self._db.close()
+
+
+def _as_kumiho_error(exc: BaseException) -> BaseException:
+    if isinstance(exc, KumihoError) or not isinstance(exc, Exception):
+        return exc
+    log.exception("graph write failed")
+    return StorageError(f"the write failed and was rolled back: {exc}")

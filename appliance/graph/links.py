@@ -1,0 +1,189 @@
+"""Typed, directed edges between revisions and the traversals over them."""
+
+from __future__ import annotations
+
+from appliance.core import kref as krefs
+from appliance.core import names
+from appliance.core.model import Direction, Edge, Page, PathStep, Reached, Traversal
+from appliance.errors import AlreadyExists, InvalidArgument
+from appliance.graph._support import (
+    LOCAL_USER,
+    StoreBase,
+    check_page_size,
+    decode_cursor,
+    dumps,
+    edge_from,
+    encode_cursor,
+    to_kref,
+)
+from appliance.graph.engine import Tx
+from appliance.graph.resolve import locate_revision
+
+MAX_DEPTH = 20
+MAX_LIMIT = 1000
+_ARROWS = {"outgoing": ("-", "->"), "incoming": ("<-", "-"), "both": ("-", "-")}
+
+
+def _direction(value: str) -> Direction:
+    if value not in _ARROWS:
+        raise InvalidArgument("direction: use outgoing, incoming or both", field="direction")
+    return value  # type: ignore[return-value]
+
+
+def _edge_types(values: list[str] | tuple[str, ...] | None) -> list[str]:
+    return [names.edge_type(v, "edge_types") for v in values or ()]
+
+
+class LinkStore(StoreBase):
+    def create_edge(
+        self, source_kref: str, target_kref: str, edge_type: str, metadata: dict[str, str] | None = None,
+        exists_error: bool = False,
+    ) -> Edge:
+        """An edge between two existing revisions (item krefs mean their latest); (source, target, type)
+        is unique, so creating it again returns the existing edge."""
+        source = krefs.parse(source_kref, "source_kref")
+        target = krefs.parse(target_kref, "target_kref")
+        names.edge_type(edge_type)
+        meta = names.metadata(metadata)
+
+        def job(tx: Tx) -> Edge:
+            a = locate_revision(tx, source, self.default_project)
+            b = locate_revision(tx, target, self.default_project)
+            params = {"a": a, "b": b, "t": edge_type}
+            existing = tx.one("MATCH (:Revision {id: $a})-[e:LINK {edge_type: $t}]->(:Revision {id: $b}) "
+                              "RETURN e", params)
+            if existing:
+                if exists_error:
+                    raise AlreadyExists(f"edge {edge_type} from {to_kref(a)} to {to_kref(b)} already exists")
+                return edge_from(a, b, existing[0])
+            row = tx.one("MATCH (a:Revision {id: $a}), (b:Revision {id: $b}) CREATE (a)-[e:LINK {"
+                         "edge_type: $t, metadata: $m, created_at: $now, author: $u, username: $u}]->(b) "
+                         "RETURN e", {**params, "m": dumps(meta), "now": self._now(), "u": LOCAL_USER})
+            self._event(tx, "edge.created", to_kref(a), {"target": to_kref(b), "edge_type": edge_type})
+            return edge_from(a, b, row[0])  # type: ignore[index]
+
+        return self._engine.write(job)
+
+    def delete_edge(self, source_kref: str, target_kref: str, edge_type: str) -> bool:
+        source = krefs.parse(source_kref, "source_kref")
+        target = krefs.parse(target_kref, "target_kref")
+        names.edge_type(edge_type)
+
+        def job(tx: Tx) -> bool:
+            params = {"a": locate_revision(tx, source, self.default_project),
+                      "b": locate_revision(tx, target, self.default_project), "t": edge_type}
+            match = "MATCH (:Revision {id: $a})-[e:LINK {edge_type: $t}]->(:Revision {id: $b}) "
+            if tx.one(match + "RETURN e.edge_type", params) is None:
+                return False
+            tx.run(match + "DELETE e", params)
+            self._event(tx, "edge.deleted", to_kref(params["a"]),
+                        {"target": to_kref(params["b"]), "edge_type": edge_type})
+            return True
+
+        return self._engine.write(job)
+
+    def get_edges(
+        self, kref: str, edge_type: str = "", direction: str = "both", page_size: int = 100,
+        cursor: str | None = None,
+    ) -> Page[Edge]:
+        parsed = krefs.parse(kref)
+        wanted = _direction(direction)
+        if edge_type:
+            names.edge_type(edge_type)
+        check_page_size(page_size)
+        offset = decode_cursor(cursor, int) or 0
+
+        def job(tx: Tx) -> list[Edge]:
+            node = locate_revision(tx, parsed, self.default_project)
+            params = {"id": node, "t": edge_type}
+            found: list[Edge] = []
+            if wanted in ("outgoing", "both"):
+                found += [edge_from(a, b, e) for a, b, e in tx.rows(
+                    "MATCH (x:Revision {id: $id})-[e:LINK]->(y:Revision) WHERE $t = '' OR e.edge_type = $t "
+                    "RETURN x.id, y.id, e", params)]
+            if wanted in ("incoming", "both"):
+                found += [edge_from(a, b, e) for a, b, e in tx.rows(
+                    "MATCH (x:Revision)-[e:LINK]->(y:Revision {id: $id}) WHERE ($t = '' OR e.edge_type = $t) "
+                    "AND x.id <> y.id RETURN x.id, y.id, e", params)]
+            return sorted(found, key=lambda e: (e.created_at, e.source_kref, e.target_kref, e.edge_type))
+
+        edges = self._engine.read(job)
+        more = offset + page_size < len(edges)
+        return Page(edges[offset: offset + page_size], encode_cursor(offset + page_size) if more else None,
+                    len(edges))
+
+    def traverse(
+        self, origin_kref: str, direction: str = "outgoing", edge_types: list[str] | None = None,
+        max_depth: int = 10, limit: int = 100,
+    ) -> Traversal:
+        """Every revision reachable from ``origin`` within ``max_depth`` hops, each at its shortest depth
+        with one shortest path, nearest first."""
+        parsed = krefs.parse(origin_kref, "origin_kref")
+        left, right = _ARROWS[_direction(direction)]
+        types = _edge_types(edge_types)
+        names.bounded_int(max_depth, "max_depth", 1, MAX_DEPTH)
+        names.bounded_int(limit, "limit", 1, MAX_LIMIT)
+        where = " (r, n | WHERE r.edge_type IN $types)" if types else ""
+
+        def job(tx: Tx) -> Traversal:
+            origin = locate_revision(tx, parsed, self.default_project)
+            rows = tx.rows(
+                f"MATCH (a:Revision {{id: $id}}){left}[e:LINK* SHORTEST 1..{max_depth}{where}]{right}"
+                "(b:Revision) WHERE b.id <> $id RETURN b.id, length(e), properties(nodes(e), 'id'), "
+                "properties(rels(e), 'edge_type') ORDER BY length(e), b.id LIMIT $n",
+                {"id": origin, "types": types, "n": limit + 1},
+            )
+            reached = [Reached(to_kref(b), depth, _steps(via, kinds, b)) for b, depth, via, kinds in rows]
+            return Traversal(to_kref(origin), reached[:limit], len(reached) > limit)
+
+        return self._engine.read(job)
+
+    def dependencies(self, kref: str, max_depth: int = 5, edge_types: list[str] | None = None,
+                     limit: int = MAX_LIMIT) -> Traversal:
+        """What this revision depends on: transitive outgoing edges."""
+        return self.traverse(kref, "outgoing", edge_types, max_depth, limit)
+
+    def dependents(self, kref: str, max_depth: int = 5, edge_types: list[str] | None = None,
+                   limit: int = MAX_LIMIT) -> Traversal:
+        """What depends on this revision: transitive incoming edges."""
+        return self.traverse(kref, "incoming", edge_types, max_depth, limit)
+
+    def analyze_impact(self, kref: str, max_depth: int = 10, edge_types: list[str] | None = None,
+                       limit: int = 100) -> Traversal:
+        """Revisions a change here would impact (its dependents), nearest first, with the edge types of
+        the path that reaches each."""
+        return self.dependents(kref, max_depth, edge_types, limit)
+
+    def shortest_path(
+        self, source_kref: str, target_kref: str, edge_types: list[str] | None = None,
+        max_depth: int = 10, all_shortest: bool = False, direction: str = "outgoing",
+    ) -> list[list[PathStep]]:
+        """The shortest path(s) from source to target (empty when none within ``max_depth``)."""
+        source = krefs.parse(source_kref, "source_kref")
+        target = krefs.parse(target_kref, "target_kref")
+        left, right = _ARROWS[_direction(direction)]
+        types = _edge_types(edge_types)
+        names.bounded_int(max_depth, "max_depth", 1, MAX_DEPTH)
+        where = " (r, n | WHERE r.edge_type IN $types)" if types else ""
+        mode = "ALL SHORTEST" if all_shortest else "SHORTEST"
+
+        def job(tx: Tx) -> list[list[PathStep]]:
+            a = locate_revision(tx, source, self.default_project)
+            b = locate_revision(tx, target, self.default_project)
+            if a == b:
+                return [[]]
+            rows = tx.rows(
+                f"MATCH (a:Revision {{id: $a}}){left}[e:LINK* {mode} 1..{max_depth}{where}]{right}"
+                "(b:Revision {id: $b}) RETURN properties(nodes(e), 'id'), properties(rels(e), 'edge_type')",
+                {"a": a, "b": b, "types": types},
+            )
+            return sorted((_steps(via, kinds, b) for via, kinds in rows),
+                          key=lambda path: [s.revision_kref for s in path])
+
+        return self._engine.read(job)
+
+
+def _steps(via: list[str], kinds: list[str], end: str) -> list[PathStep]:
+    """Path steps from a recursive match: ``via`` are the nodes between the ends."""
+    hops = [*via, end]
+    return [PathStep(to_kref(hops[i]), kinds[i], i + 1) for i in range(len(kinds))]

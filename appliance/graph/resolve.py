@@ -1,0 +1,114 @@
+"""Finding what a kref names, inside a transaction: the D8 short-form rules live here.
+
+A kref with a kind names an item (and maybe a revision and an artifact). A kref without one names, in
+order: a project (first segment is an existing project and nothing follows), a space, or an item whose
+name is unique in its space; the default project is implied when the first segment is not a project.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from appliance.core import kref as krefs
+from appliance.core.kref import Kref
+from appliance.errors import AmbiguousKref, InvalidArgument, NotFound
+from appliance.graph._support import item_id, revision_id, to_kref
+from appliance.graph.engine import Tx
+
+
+@dataclass(frozen=True)
+class Located:
+    target: Literal["project", "space", "item"]
+    project: str
+    space_path: str = ""  # for a space: itself; for an item: its parent space
+    item: str = ""  # item id
+
+
+def project_exists(tx: Tx, name: str) -> bool:
+    return tx.one("MATCH (p:Project {name: $n}) RETURN p.name", {"n": name}) is not None
+
+
+def space_node(tx: Tx, path: str) -> dict[str, Any]:
+    row = tx.one("MATCH (s:Space {path: $p}) RETURN s", {"p": path})
+    if row is None:
+        raise NotFound(f"space {path} does not exist; create it first", field="space_path")
+    return row[0]
+
+
+def item_node(tx: Tx, node_id: str) -> dict[str, Any]:
+    row = tx.one("MATCH (i:Item {id: $id}) RETURN i", {"id": node_id})
+    if row is None:
+        raise NotFound(f"item {to_kref(node_id)} does not exist", field="kref")
+    return row[0]
+
+
+def locate(tx: Tx, kref: Kref, default_project: str) -> Located:
+    if kref.is_item:
+        return Located("item", kref.project, kref.space_path, item_id(kref))
+    segments = kref.path
+    if project_exists(tx, segments[0]):
+        project, rest = segments[0], segments[1:]
+    else:
+        project, rest = default_project, segments
+    plain = kref.revision is None and kref.tag is None and kref.time is None
+    if not rest:
+        if not plain or not project_exists(tx, project):
+            raise NotFound(f"{kref} names no item and project {project!r} does not exist", field="kref")
+        return Located("project", project)
+    path = krefs.space_path((project, *rest))
+    if plain and tx.one("MATCH (s:Space {path: $p}) RETURN s.path", {"p": path}):
+        return Located("space", project, path)
+    parent = krefs.space_path((project, *rest[:-1]))
+    found = [
+        row[0]
+        for row in tx.rows(
+            "MATCH (s:Space {path: $p})-[:HOLDS]->(i:Item) WHERE i.name = $n RETURN i.id ORDER BY i.id",
+            {"p": parent, "n": rest[-1]},
+        )
+    ]
+    if len(found) == 1:
+        return Located("item", project, parent, found[0])
+    if not found:
+        raise NotFound(f"no item named {rest[-1]!r} in space {parent} (from {kref})", field="kref")
+    candidates = [to_kref(f) for f in found]
+    raise AmbiguousKref(
+        f"{kref} matches {len(found)} items in {parent}; name one with its kind: {', '.join(candidates)}",
+        candidates,
+    )
+
+
+def locate_item(tx: Tx, kref: Kref, default_project: str) -> str:
+    located = locate(tx, kref, default_project)
+    if located.target != "item":
+        raise InvalidArgument(f"{kref} names a {located.target}, not an item", field="kref")
+    item_node(tx, located.item)
+    return located.item
+
+
+def revision_number_by_tag(tx: Tx, item: str, tag: str, at: str | None = None) -> int | None:
+    if at is None:
+        query = "MATCH (:Item {id: $i})-[t:TAGGED {tag: $t, until: ''}]->(r:Revision) RETURN r.number"
+    else:
+        query = (
+            "MATCH (:Item {id: $i})-[t:TAGGED {tag: $t}]->(r:Revision) "
+            "WHERE t.since <= $at AND (t.until = '' OR t.until > $at) RETURN r.number"
+        )
+    return tx.scalar(query, {"i": item, "t": tag, "at": at})
+
+
+def locate_revision(tx: Tx, kref: Kref, default_project: str) -> str:
+    """The revision id a kref leads to: ``?r=N``, else the tag (``?t=``) at ``&time=``, else latest."""
+    item = locate_item(tx, kref, default_project)
+    if kref.revision is not None:
+        node_id = revision_id(item, kref.revision)
+        if tx.one("MATCH (r:Revision {id: $id}) RETURN r.id", {"id": node_id}) is None:
+            raise NotFound(f"revision {to_kref(node_id)} does not exist", field="kref")
+        return node_id
+    tag = kref.tag or "latest"
+    at = krefs.parse_time(kref.time) if kref.time else None
+    number = revision_number_by_tag(tx, item, tag, at)
+    if number is None:
+        when = f" at {at}" if at else ""
+        raise NotFound(f"no revision of {to_kref(item)} holds tag {tag!r}{when}", field="kref")
+    return revision_id(item, number)

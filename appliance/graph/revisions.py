@@ -1,0 +1,321 @@
+"""Revisions and tags: auto-numbering, ``latest`` and ``published`` (D4), tag history, bulk creation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from appliance.core import kref as krefs
+from appliance.core import names
+from appliance.core.model import Page, Revision
+from appliance.errors import InvalidArgument, InvalidKref, KumihoError, NotFound
+from appliance.graph._support import (
+    LOCAL_USER,
+    REVISION_WITH_TAGS,
+    StoreBase,
+    artifact_id,
+    check_page_size,
+    decode_cursor,
+    dumps,
+    encode_cursor,
+    item_id,
+    loads,
+    revision_from,
+    revision_id,
+    to_kref,
+)
+from appliance.graph.engine import Tx
+from appliance.graph.resolve import item_node, locate_item, locate_revision, revision_number_by_tag
+
+
+@dataclass(frozen=True)
+class NewArtifact:
+    name: str
+    location: str
+    metadata: dict[str, str] = field(default_factory=dict)
+    is_default: bool = False
+
+
+@dataclass(frozen=True)
+class NewRevision:
+    """One row of a bulk write: a revision of ``item_kref`` (created when missing; its space must exist)."""
+
+    item_kref: str
+    metadata: dict[str, str] = field(default_factory=dict)
+    artifacts: tuple[NewArtifact, ...] = ()
+
+
+@dataclass(frozen=True)
+class BulkResult:
+    revisions: list[Revision | None]  # positional: None where the row failed
+    failures: dict[int, str]
+
+
+class RevisionStore(StoreBase):
+    def create_revision(self, item_kref: str, metadata: dict[str, str] | None = None) -> Revision:
+        parsed = krefs.parse(item_kref, "item_kref")
+        meta = names.metadata(metadata)
+
+        def job(tx: Tx) -> Revision:
+            node = item_node(tx, locate_item(tx, parsed, self.default_project))
+            return self._read_revision(tx, self._create_revision_node(tx, node, meta))
+
+        return self._engine.write(job)
+
+    def _create_revision_node(self, tx: Tx, item: dict[str, Any], meta: dict[str, str]) -> str:
+        number, now = item["next_number"], self._now()
+        node_id = revision_id(item["id"], number)
+        tx.run(
+            "MATCH (i:Item {id: $item}) SET i.next_number = $next, i.modified_at = $now "
+            "CREATE (i)-[:HAS_REVISION]->(:Revision {id: $id, item: $item, number: $number, metadata: $m, "
+            "created_at: $now, modified_at: $now, author: $u, username: $u, deprecated: false, "
+            "default_artifact: '', indexed: false})",
+            {"item": item["id"], "next": number + 1, "now": now, "id": node_id, "number": number,
+             "m": dumps(meta), "u": LOCAL_USER},
+        )
+        self._move_tag(tx, item["id"], node_id, names.LATEST)
+        self._event(tx, "revision.created", to_kref(node_id))
+        return node_id
+
+    def peek_next_revision(self, item_kref: str) -> int:
+        parsed = krefs.parse(item_kref, "item_kref")
+        return int(self._engine.read(
+            lambda tx: item_node(tx, locate_item(tx, parsed, self.default_project))["next_number"]))
+
+    def get_revision(self, kref: str) -> Revision:
+        """``?r=N`` → that revision; an item kref → latest; ``?t=tag`` (``&time=``) → the tag's holder."""
+        parsed = krefs.parse(kref)
+        return self._engine.read(
+            lambda tx: self._read_revision(tx, locate_revision(tx, parsed, self.default_project)))
+
+    def _read_revision(self, tx: Tx, node_id: str) -> Revision:
+        row = tx.one("MATCH (r:Revision {id: $id}) " + REVISION_WITH_TAGS, {"id": node_id})
+        if row is None:
+            raise NotFound(f"revision {to_kref(node_id)} does not exist", field="kref")
+        return revision_from(row[0], row[1])
+
+    def list_revisions(
+        self, item_kref: str, include_deprecated: bool = True, page_size: int = 100,
+        cursor: str | None = None,
+    ) -> Page[Revision]:
+        """An item's revisions, newest first (as the reference server orders them)."""
+        parsed = krefs.parse(item_kref, "item_kref")
+        check_page_size(page_size)
+        before = decode_cursor(cursor, int) or krefs.MAX_REVISION + 1
+
+        def job(tx: Tx) -> Page[Revision]:
+            item = locate_item(tx, parsed, self.default_project)
+            params = {"i": item, "incl": include_deprecated, "before": before, "n": page_size + 1}
+            match = "MATCH (:Item {id: $i})-[:HAS_REVISION]->(r:Revision) WHERE ($incl OR NOT r.deprecated)"
+            total = tx.scalar(match + " RETURN count(r)", params)
+            rows = tx.rows(match + " AND r.number < $before WITH r ORDER BY r.number DESC LIMIT $n "
+                           + REVISION_WITH_TAGS + " ORDER BY r.number DESC", params)
+            found = [revision_from(r[0], r[1]) for r in rows]
+            more = len(found) > page_size
+            found = found[:page_size]
+            return Page(found, encode_cursor(found[-1].number) if more else None, int(total))
+
+        return self._engine.read(job)
+
+    def update_revision_metadata(self, kref: str, metadata: dict[str, str]) -> Revision:
+        """Merge keys into a revision's metadata; the previous values are kept in the audit trail."""
+        parsed = krefs.parse(kref)
+        meta = names.metadata(metadata)
+
+        def job(tx: Tx) -> Revision:
+            node_id = locate_revision(tx, parsed, self.default_project)
+            current = loads(tx.scalar("MATCH (r:Revision {id: $id}) RETURN r.metadata", {"id": node_id}))
+            tx.run("MATCH (r:Revision {id: $id}) SET r.metadata = $m, r.modified_at = $now",
+                   {"id": node_id, "m": dumps({**current, **meta}), "now": self._now()})
+            self._event(tx, "revision.updated", to_kref(node_id),
+                        {"set": meta, "previous": {k: current[k] for k in meta if k in current}})
+            return self._read_revision(tx, node_id)
+
+        return self._engine.write(job)
+
+    def delete_revision(self, kref: str) -> bool:
+        """Delete a revision with its artifacts and edges; ``latest`` falls back to the newest left."""
+        parsed = krefs.parse(kref)
+
+        def job(tx: Tx) -> bool:
+            node_id = locate_revision(tx, parsed, self.default_project)
+            item = node_id.rsplit("?r=", 1)[0]
+            tx.run("MATCH (:Revision {id: $id})-[:HAS_ARTIFACT]->(a) DETACH DELETE a", {"id": node_id})
+            tx.run("MATCH (r:Revision {id: $id}) DETACH DELETE r", {"id": node_id})
+            newest = tx.scalar("MATCH (:Item {id: $i})-[:HAS_REVISION]->(r) RETURN max(r.number)", {"i": item})
+            if newest is not None and revision_number_by_tag(tx, item, names.LATEST) is None:
+                self._move_tag(tx, item, revision_id(item, newest), names.LATEST)
+            self._event(tx, "revision.deleted", to_kref(node_id))
+            return True
+
+        return self._engine.write(job)
+
+    # -- tags -----------------------------------------------------------------------------------------
+    def tag_revision(self, kref: str, tag: str) -> Revision:
+        """Apply a tag; it moves from whichever revision of the item held it (``published`` too: D4)."""
+        parsed = krefs.parse(kref)
+        names.user_tag(tag)
+
+        def job(tx: Tx) -> Revision:
+            node_id = locate_revision(tx, parsed, self.default_project)
+            self._move_tag(tx, node_id.rsplit("?r=", 1)[0], node_id, tag)
+            return self._read_revision(tx, node_id)
+
+        return self._engine.write(job)
+
+    def untag_revision(self, kref: str, tag: str) -> bool:
+        """Remove a tag; False when the revision did not hold it."""
+        parsed = krefs.parse(kref)
+        names.user_tag(tag)
+
+        def job(tx: Tx) -> bool:
+            node_id = locate_revision(tx, parsed, self.default_project)
+            held = tx.one("MATCH (:Item)-[t:TAGGED {tag: $t, until: ''}]->(:Revision {id: $id}) RETURN t.tag",
+                          {"t": tag, "id": node_id})
+            if not held:
+                return False
+            tx.run("MATCH (:Item)-[t:TAGGED {tag: $t, until: ''}]->(:Revision {id: $id}) SET t.until = $now",
+                   {"t": tag, "id": node_id, "now": self._now()})
+            self._event(tx, "revision.untagged", to_kref(node_id), {"tag": tag})
+            return True
+
+        return self._engine.write(job)
+
+    def _move_tag(self, tx: Tx, item: str, node_id: str, tag: str) -> bool:
+        holder = tx.scalar("MATCH (:Item {id: $i})-[:TAGGED {tag: $t, until: ''}]->(r) RETURN r.id",
+                           {"i": item, "t": tag})
+        if holder == node_id:
+            return False
+        now = self._now()
+        if holder:
+            tx.run("MATCH (:Item {id: $i})-[t:TAGGED {tag: $t, until: ''}]->() SET t.until = $now",
+                   {"i": item, "t": tag, "now": now})
+        tx.run("MATCH (i:Item {id: $i}), (r:Revision {id: $r}) "
+               "CREATE (i)-[:TAGGED {tag: $t, since: $now, until: ''}]->(r)",
+               {"i": item, "r": node_id, "t": tag, "now": now})
+        if tag != names.LATEST:
+            self._event(tx, "revision.tagged", to_kref(node_id), {"tag": tag, "moved_from": holder or None})
+        return True
+
+    def has_tag(self, kref: str, tag: str) -> bool:
+        return tag in self.get_revision(kref).tags
+
+    def was_tagged(self, kref: str, tag: str) -> bool:
+        """Whether the revision ever held the tag (now or in its history)."""
+        parsed = krefs.parse(kref)
+
+        def job(tx: Tx) -> bool:
+            node_id = locate_revision(tx, parsed, self.default_project)
+            return tx.one("MATCH (:Item)-[t:TAGGED {tag: $t}]->(:Revision {id: $id}) RETURN t.tag LIMIT 1",
+                          {"t": tag, "id": node_id}) is not None
+
+        return self._engine.read(job)
+
+    def revision_by_tag(self, item_kref: str, tag: str = names.PUBLISHED, time: str | None = None) -> Revision:
+        """The revision of an item that holds ``tag`` now, or held it at ``time``."""
+        parsed = krefs.parse(item_kref, "item_kref").item()
+        names.tag(tag)
+        moment = krefs.parse_time(time) if time else None
+        return self.get_revision(str(krefs.Kref(parsed.path, parsed.kind, tag=tag, time=moment)))
+
+    def tag_history(self, item_kref: str, tag: str | None = None) -> list[dict[str, Any]]:
+        parsed = krefs.parse(item_kref, "item_kref")
+
+        def job(tx: Tx) -> list[dict[str, Any]]:
+            item = locate_item(tx, parsed, self.default_project)
+            rows = tx.rows("MATCH (:Item {id: $i})-[t:TAGGED]->(r:Revision) WHERE $t = '' OR t.tag = $t "
+                           "RETURN t.tag, r.id, t.since, t.until ORDER BY t.since, r.number",
+                           {"i": item, "t": tag or ""})
+            return [{"tag": t, "revision_kref": to_kref(r), "since": since, "until": until or None}
+                    for t, r, since, until in rows]
+
+        return self._engine.read(job)
+
+    # -- bulk -----------------------------------------------------------------------------------------
+    def create_revisions(self, rows: list[NewRevision]) -> BulkResult:
+        """Many revisions in one transaction (BatchCreateRevisions): missing items are created, rows of
+        one item get consecutive numbers in order, invalid rows are reported and the rest commit."""
+        if len(rows) > 10_000:
+            raise InvalidArgument("rows: at most 10000 rows per bulk write", field="rows")
+        failures: dict[int, str] = {}
+        checked: list[tuple[int, krefs.Kref, NewRevision]] = []
+        for index, row in enumerate(rows):
+            try:
+                parsed = krefs.parse(row.item_kref, f"rows[{index}].item_kref")
+                if not parsed.is_item:
+                    raise InvalidKref(f"rows[{index}].item_kref: name the item with its kind (name.kind)")
+                if parsed.kind.lower() == names.RESERVED_KIND:  # type: ignore[union-attr]
+                    raise InvalidArgument(f"rows[{index}].item_kref: kind 'bundle' is reserved for bundles")
+                names.metadata(row.metadata, f"rows[{index}].metadata")
+                for art in row.artifacts:
+                    names.artifact_name(art.name, f"rows[{index}].artifacts.name")
+                    names.metadata(art.metadata, f"rows[{index}].artifacts.metadata")
+                if len({art.name for art in row.artifacts}) < len(row.artifacts):
+                    raise InvalidArgument(f"rows[{index}].artifacts: artifact names repeat within the row")
+                checked.append((index, parsed, row))
+            except KumihoError as exc:
+                failures[index] = exc.message
+        return self._engine.write(lambda tx: self._bulk_job(tx, rows, checked, failures))
+
+    def _bulk_job(self, tx: Tx, rows: list[NewRevision], checked: list[Any], failures: dict[int, str]
+                  ) -> BulkResult:
+        now = self._now()
+        wanted = sorted({item_id(parsed) for _, parsed, _ in checked})
+        numbers = dict(tx.rows("UNWIND $ids AS id MATCH (i:Item {id: id}) RETURN i.id, i.next_number",
+                               {"ids": wanted}))
+        spaces = {parsed.space_path for _, parsed, _ in checked if item_id(parsed) not in numbers}
+        present = {r[0] for r in tx.rows("UNWIND $p AS p MATCH (s:Space {path: p}) RETURN s.path",
+                                         {"p": sorted(spaces)})}
+        new_items: dict[str, dict[str, Any]] = {}
+        plan: list[dict[str, Any]] = []
+        for index, parsed, row in checked:
+            node = item_id(parsed)
+            if node not in numbers:
+                if parsed.space_path not in present:
+                    failures[index] = f"rows[{index}]: space {parsed.space_path} does not exist; create it first"
+                    continue
+                new_items[node] = {"id": node, "project": parsed.project, "space": parsed.space_path,
+                                   "name": parsed.item_name, "kind": parsed.kind}
+                numbers[node] = 1
+            number = numbers[node]
+            numbers[node] = number + 1
+            default = next((a.name for a in row.artifacts if a.is_default), "")
+            plan.append({"index": index, "item": node, "id": revision_id(node, number), "number": number,
+                         "m": dumps(row.metadata), "dflt": default, "row": row})
+        params = {"now": now, "u": LOCAL_USER}
+        tx.run("UNWIND $items AS it MATCH (s:Space {path: it.space}) CREATE (s)-[:HOLDS]->(:Item {id: it.id, "
+               "project: it.project, space: it.space, name: it.name, kind: it.kind, created_at: $now, "
+               "modified_at: $now, author: $u, username: $u, metadata: '{}', deprecated: false, "
+               "next_number: 1})", {**params, "items": list(new_items.values())})
+        tx.run("UNWIND $revs AS rv MATCH (i:Item {id: rv.item}) CREATE (i)-[:HAS_REVISION]->(:Revision {"
+               "id: rv.id, item: rv.item, number: rv.number, metadata: rv.m, created_at: $now, "
+               "modified_at: $now, author: $u, username: $u, deprecated: false, "
+               "default_artifact: rv.dflt, indexed: false})",
+               {**params, "revs": [{k: p[k] for k in ("item", "id", "number", "m", "dflt")} for p in plan]})
+        self._bulk_artifacts(tx, plan, params)
+        last = {p["item"]: p["id"] for p in plan}
+        tx.run("UNWIND $ids AS id MATCH (:Item {id: id})-[t:TAGGED {tag: 'latest', until: ''}]->() "
+               "SET t.until = $now", {**params, "ids": list(last)})
+        tx.run("UNWIND $pairs AS pr MATCH (i:Item {id: pr.item}), (r:Revision {id: pr.rev}) "
+               "SET i.next_number = r.number + 1, i.modified_at = $now "
+               "CREATE (i)-[:TAGGED {tag: 'latest', since: $now, until: ''}]->(r)",
+               {**params, "pairs": [{"item": i, "rev": r} for i, r in last.items()]})
+        tx.run("UNWIND $krefs AS k CREATE (:Event {at: $now, routing_key: 'revision.created', kref: k, "
+               "author: $u, details: '{}'})", {**params, "krefs": [to_kref(p["id"]) for p in plan]})
+        results: list[Revision | None] = [None] * len(rows)
+        latest_ids = set(last.values())
+        for p in plan:
+            results[p["index"]] = revision_from(
+                {"id": p["id"], "item": p["item"], "number": p["number"], "metadata": p["m"],
+                 "created_at": now, "modified_at": now, "author": LOCAL_USER, "username": LOCAL_USER,
+                 "deprecated": False, "default_artifact": p["dflt"]},
+                ["latest"] if p["id"] in latest_ids else [])
+        return BulkResult(results, dict(sorted(failures.items())))
+
+    def _bulk_artifacts(self, tx: Tx, plan: list[dict[str, Any]], params: dict[str, Any]) -> None:
+        arts = [{"id": artifact_id(p["id"], a.name), "rev": p["id"], "name": a.name, "loc": a.location,
+                 "m": dumps(a.metadata)} for p in plan for a in p["row"].artifacts]
+        tx.run("UNWIND $arts AS a MATCH (r:Revision {id: a.rev}) CREATE (r)-[:HAS_ARTIFACT]->(:Artifact {"
+               "id: a.id, revision: a.rev, name: a.name, location: a.loc, created_at: $now, "
+               "modified_at: $now, author: $u, username: $u, metadata: a.m, deprecated: false})",
+               {**params, "arts": arts})
