@@ -7,11 +7,13 @@
       artifacts/  files the appliance writes itself (transcripts, reports, logs)
       working/    persisted working memory of open sessions
       token       bearer token for requests from beyond loopback (0600)
+      server.json where the running appliance listens ({pid, host, port}); gone when it stops
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import secrets
 from dataclasses import dataclass
@@ -37,6 +39,24 @@ class DataDir:
     @property
     def token_path(self) -> Path:
         return self.root / "token"
+
+    @property
+    def runtime_path(self) -> Path:
+        return self.root / "server.json"
+
+    def write_runtime(self, host: str, port: int) -> None:
+        temp = self.runtime_path.with_suffix(".tmp")
+        temp.write_text(json.dumps({"pid": os.getpid(), "host": host, "port": port}))
+        temp.replace(self.runtime_path)
+
+    def read_runtime(self) -> dict[str, object] | None:
+        try:
+            return json.loads(self.runtime_path.read_text())  # type: ignore[no-any-return]
+        except (OSError, ValueError):
+            return None
+
+    def clear_runtime(self) -> None:
+        self.runtime_path.unlink(missing_ok=True)
 
     def ensure(self) -> None:
         """Create the layout (0700: memories are private) or say why it cannot be."""

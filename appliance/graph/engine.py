@@ -60,10 +60,15 @@ def _parameters(query: str) -> frozenset[str]:
 
 
 class KuzuEngine:
-    def __init__(self, path: Path, *, buffer_pool_mb: int = 256, readers: int = 4) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+    def __init__(
+        self, path: Path, *, buffer_pool_mb: int = 256, readers: int = 4, read_only: bool = False
+    ) -> None:
+        if not read_only:
+            path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._db = kuzu.Database(str(path), buffer_pool_size=buffer_pool_mb * 1024 * 1024)
+            self._db = kuzu.Database(
+                str(path), buffer_pool_size=buffer_pool_mb * 1024 * 1024, read_only=read_only
+            )
         except RuntimeError as exc:
             raise DataDirError(
                 f"graph database {path} cannot be opened: {exc}. If another process holds it, stop that "
@@ -74,18 +79,20 @@ class KuzuEngine:
         for _ in range(readers):
             self._readers.put(kuzu.Connection(self._db))
         self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.read_only = read_only
         self._writer_conn = kuzu.Connection(self._db)
         self._writer = threading.Thread(target=self._write_loop, name="kuzu-writer", daemon=True)
         self._closed = False
-        self._writer.start()
+        if not read_only:
+            self._writer.start()
 
     # -- writes ---------------------------------------------------------------------------------------
     def write(self, job: Callable[[Tx], T]) -> T:
         """Run ``job`` as one transaction on the writer thread and return its result (or raise)."""
         if threading.current_thread() is self._writer:
             return job(Tx(self._writer_conn))  # nested call from inside a job: same transaction
-        if self._closed:
-            raise StorageError("the graph store is closed")
+        if self._closed or self.read_only:
+            raise StorageError("the graph store is closed or opened read-only")
         future: Future[T] = Future()
         self._jobs.put((job, future))
         return future.result()
@@ -129,8 +136,9 @@ class KuzuEngine:
         if self._closed:
             return
         self._closed = True
-        self._jobs.put(_STOP)
-        self._writer.join()
+        if not self.read_only:
+            self._jobs.put(_STOP)
+            self._writer.join()
         self._writer_conn.close()
         while not self._readers.empty():
             self._readers.get().close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 from appliance.errors import DataDirError
 from appliance.graph.engine import KuzuEngine, Tx
@@ -67,6 +68,15 @@ def current_version(tx: Tx) -> int:
     if "SchemaMigration" not in tables:
         return 0
     return int(tx.scalar("MATCH (m:SchemaMigration) RETURN coalesce(max(m.version), 0)") or 0)
+
+
+def read_version(path: Path) -> int:
+    """The schema version of the graph at ``path``, read without changing anything (for doctor)."""
+    engine = KuzuEngine(path, buffer_pool_mb=64, readers=1, read_only=True)
+    try:
+        return engine.read(current_version)
+    finally:
+        engine.close()
 
 
 def migrate(engine: KuzuEngine, migrations: tuple[Migration, ...] = MIGRATIONS) -> list[int]:

@@ -1,0 +1,46 @@
+# The two commands of the README: `make run` and `make test`. CI calls `make test` (.ci/run).
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+PYTEST := $(BIN)/python -m pytest
+
+.PHONY: install install-test run test test-long lint bench clean
+
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kumiho-ce needs Python 3.11 or newer")'
+	$(PYTHON) -m venv $(VENV)
+
+# Re-running is quick: pip runs again only when pyproject.toml changes.
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet --disable-pip-version-check -e .
+	@touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
+	@touch $@
+
+install: $(VENV)/.installed
+
+install-test: $(VENV)/.installed-test
+
+run: install
+	$(BIN)/kumiho-ce serve
+
+lint: install-test
+	$(BIN)/ruff check appliance tests benchmarks
+
+# pytest's exit code 5 means no tests ran: that is a failure, not a pass.
+test: install-test lint
+	@$(PYTEST) -m "not long"; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test: no tests were collected" >&2; exit 1; fi; exit $$rc
+
+# Long suites (many crash cycles, …); `make test` runs a short version of each.
+test-long: install-test
+	@$(PYTEST) -m long; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test-long: no tests were collected" >&2; exit 1; fi; exit $$rc
+
+bench: install
+	$(BIN)/python benchmarks/graph_bench.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

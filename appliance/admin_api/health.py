@@ -1,0 +1,27 @@
+"""Liveness and readiness. ``/api/_live`` is what Kumiho's SDK probes to find a local CE."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Controller, get
+from litestar.datastructures import State
+
+from appliance import __version__
+
+DEPLOYMENT_MODE = "self_hosted_ce"
+
+
+class HealthController(Controller):
+    path = "/api"
+    tags = ["health"]
+
+    @get("/_live", summary="Liveness (no token needed)", sync_to_thread=False)
+    def live(self) -> dict[str, Any]:
+        return {"status": "ok", "deployment_mode": DEPLOYMENT_MODE, "version": __version__}
+
+    @get("/_ready", summary="Readiness: the graph is open and its schema current", sync_to_thread=True)
+    def ready(self, state: State) -> dict[str, Any]:
+        graph = state.services.graph
+        return {"status": "ready", "deployment_mode": DEPLOYMENT_MODE, "version": __version__,
+                "schema_version": graph.schema_version()}

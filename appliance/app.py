@@ -1,0 +1,70 @@
+"""Composition root: open the services once, build the ASGI app over them.
+
+``open_services`` owns the data directory (its lock) and the stores, and closes them in reverse order;
+``build_app`` wires the surfaces (admin API now; MCP and the UI mount here too) over those services.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from litestar import Litestar
+from litestar.datastructures import State
+from litestar.openapi import OpenAPIConfig
+from litestar.openapi.plugins import JsonRenderPlugin
+
+from appliance import __version__
+from appliance.admin_api.auth import token_guard
+from appliance.admin_api.errors import HANDLERS
+from appliance.admin_api.health import HealthController
+from appliance.config import Settings
+from appliance.datadir import DataDir
+from appliance.graph import GraphStore
+
+
+@dataclass(frozen=True)
+class Services:
+    settings: Settings
+    data_dir: DataDir
+    graph: GraphStore
+
+    @property
+    def token(self) -> str:
+        configured = self.settings.api_token
+        return configured.get_secret_value() if configured else self.data_dir.read_or_create_token()
+
+
+@contextmanager
+def open_services(settings: Settings) -> Iterator[Services]:
+    """Take the data directory (refusing when another process holds it) and open the stores."""
+    data_dir = DataDir(settings.data_dir)
+    data_dir.ensure()
+    with data_dir.lock():
+        graph = GraphStore.open(
+            data_dir.graph_path,
+            buffer_pool_mb=settings.graph.buffer_pool_mb,
+            readers=settings.graph.readers,
+            default_project=settings.kumiho.default_project,
+        )
+        try:
+            yield Services(settings, data_dir, graph)
+        finally:
+            graph.close()
+
+
+def build_app(services: Services) -> Litestar:
+    middleware = [] if services.settings.is_loopback else [token_guard(services.token)]
+    return Litestar(
+        route_handlers=[HealthController],
+        state=State({"services": services}),
+        exception_handlers=HANDLERS,  # type: ignore[arg-type]
+        middleware=middleware,
+        openapi_config=OpenAPIConfig(
+            title="kumiho-ce", version=__version__, path="/api/schema",
+            render_plugins=[JsonRenderPlugin()],  # offline: no UI that loads scripts from a CDN
+        ),
+        logging_config=None,
+        debug=False,
+    )

@@ -1,0 +1,113 @@
+"""The ``kumiho-ce`` command line: serve | doctor | config show | version.
+
+Errors the user can act on print one line (``kumiho-ce: error: …``) and exit with status 2; nothing
+prints a stack trace unless ``--debug`` asks for it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict
+
+from appliance import __version__
+from appliance.config import Settings, load_settings, render_toml, resolve_config_path
+from appliance.errors import KumihoError
+
+log = logging.getLogger("appliance")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kumiho-ce", description="Offline Kumiho CE appliance")
+    parser.add_argument("--config", help="TOML config file (default: $KUMIHO_CE_CONFIG, then "
+                        "$XDG_CONFIG_HOME/kumiho-ce/config.toml)")
+    parser.add_argument("--data-dir", help="data directory (overrides KUMIHO_CE_DATA_DIR)")
+    parser.add_argument("--debug", action="store_true", help="debug logging, tracebacks on errors")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = commands.add_parser("serve", help="run the appliance (HTTP API, MCP, gRPC) on one port")
+    serve.add_argument("--host", help="bind address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (default 9190)")
+
+    doctor = commands.add_parser("doctor", help="check the data directory, database and machine")
+    doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
+
+    config = commands.add_parser("config", help="configuration")
+    config_commands = config.add_subparsers(dest="config_command", required=True, metavar="ACTION")
+    config_commands.add_parser("show", help="print the effective configuration (secrets masked)")
+
+    commands.add_parser("version", help="print the version")
+    return parser
+
+
+def _settings(args: argparse.Namespace, **overrides: object) -> Settings:
+    given = {k: v for k, v in overrides.items() if v is not None}
+    if args.data_dir:
+        given["data_dir"] = args.data_dir
+    return load_settings(resolve_config_path(args.config), **given)
+
+
+def _configure_logging(level: str) -> None:
+    # stderr only: in stdio MCP mode stdout carries nothing but protocol
+    logging.basicConfig(level=level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from appliance.app import build_app, open_services
+    from appliance.server import front, runner
+
+    settings = _settings(args, host=args.host, port=args.port)
+    _configure_logging("debug" if args.debug else settings.log_level)
+    with open_services(settings) as services:
+        try:
+            sock = front.bind(settings.host, settings.port)
+        except OSError as exc:
+            raise KumihoError(
+                f"cannot listen on {settings.host}:{settings.port}: {exc.strerror}; set KUMIHO_CE_PORT "
+                "or --port to a free port") from None
+        if not settings.is_loopback:
+            log.warning("bound beyond loopback (%s): every request but /api/_live needs the bearer token "
+                        "from %s", settings.host, services.data_dir.token_path)
+            services.token  # noqa: B018 -- create the token file before the first request needs it
+        host, port = sock.getsockname()[:2]
+        services.data_dir.write_runtime(host, port)
+        try:
+            return runner.run(build_app(services), sock, "debug" if args.debug else settings.log_level)
+        finally:
+            services.data_dir.clear_runtime()
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from appliance.doctor import render, run_checks
+
+    checks = run_checks(_settings(args))
+    print(json.dumps([asdict(c) for c in checks], indent=2) if args.json else render(checks))
+    return 1 if any(c.status == "fail" for c in checks) else 0
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    path = resolve_config_path(args.config)
+    settings = _settings(args)
+    print(f"# effective configuration ({'file ' + str(path) if path else 'no config file'}; "
+          "KUMIHO_CE_* variables override it)")
+    print(render_toml(settings), end="")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    handlers = {"serve": cmd_serve, "doctor": cmd_doctor, "config": cmd_config,
+                "version": lambda _: print(__version__) or 0}
+    try:
+        return handlers[args.command](args)  # type: ignore[no-any-return]
+    except KumihoError as exc:
+        if args.debug:
+            raise
+        print(f"kumiho-ce: error: {exc.message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

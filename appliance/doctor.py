@@ -1,0 +1,109 @@
+"""``kumiho-ce doctor``: check the data directory, the database and the machine, changing nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import urllib.request
+from dataclasses import dataclass
+from typing import Literal
+
+from appliance.config import Settings
+from appliance.datadir import DataDir
+from appliance.errors import KumihoError
+from appliance.graph import schema
+
+Status = Literal["ok", "warn", "fail"]
+MIN_FREE_BYTES = 100 * 1024 * 1024
+LOW_FREE_BYTES = 1024 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: Status
+    detail: str
+
+
+def run_checks(settings: Settings) -> list[Check]:
+    data_dir = DataDir(settings.data_dir)
+    checks = [_check_data_dir(data_dir)]
+    if checks[0].status == "fail":
+        return checks
+    holder = data_dir.holder_pid()
+    if holder is not None:
+        checks.append(Check("lock", "ok", f"held by a running kumiho-ce (pid {holder})"))
+        checks.append(_check_running(settings, data_dir))
+    else:
+        checks.append(Check("lock", "ok", "free: no kumiho-ce process owns this data directory"))
+        checks.append(_check_database(data_dir))
+    checks.append(_check_disk(data_dir))
+    return checks
+
+
+def _check_data_dir(data_dir: DataDir) -> Check:
+    root = data_dir.root
+    if not root.exists():
+        return Check("data_dir", "warn", f"{root} does not exist yet; `kumiho-ce serve` creates it")
+    if not root.is_dir():
+        return Check("data_dir", "fail", f"{root} is not a directory; point KUMIHO_CE_DATA_DIR elsewhere")
+    try:
+        mode = root.stat().st_mode
+    except OSError as exc:
+        return Check("data_dir", "fail", f"{root} cannot be read: {exc.strerror}")
+    if not os.access(root, os.R_OK | os.W_OK | os.X_OK):
+        return Check("data_dir", "fail", f"{root} is not readable and writable by this user; fix its owner")
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        return Check("data_dir", "warn", f"{root} is open to other users (mode {stat.S_IMODE(mode):o}); "
+                     f"memories are private: chmod 700 {root}")
+    return Check("data_dir", "ok", f"{root} (mode {stat.S_IMODE(mode):o})")
+
+
+def _check_database(data_dir: DataDir) -> Check:
+    path = data_dir.graph_path
+    if not path.exists():
+        return Check("database", "warn", f"{path} not created yet; `kumiho-ce serve` creates it")
+    try:
+        version = schema.read_version(path)
+    except KumihoError as exc:
+        return Check("database", "fail", exc.message)
+    if version > schema.LATEST_VERSION:
+        return Check("database", "fail", f"schema version {version} is newer than this kumiho-ce "
+                     f"({schema.LATEST_VERSION}); upgrade kumiho-ce")
+    if version < schema.LATEST_VERSION:
+        return Check("database", "warn", f"schema version {version}; the next start upgrades it to "
+                     f"{schema.LATEST_VERSION} (back it up first)")
+    return Check("database", "ok", f"opens cleanly; schema version {version} (current)")
+
+
+def _check_running(settings: Settings, data_dir: DataDir) -> Check:
+    runtime = data_dir.read_runtime() or {}
+    host = str(runtime.get("host", settings.host))
+    host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    url = f"http://{'[' + host + ']' if ':' in host else host}:{runtime.get('port', settings.port)}/api/_live"
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:  # loopback or the configured host only
+            body = json.load(response)
+        return Check("database", "ok", f"owned by the running appliance, which answers {url} "
+                     f"(version {body.get('version')})")
+    except (OSError, ValueError) as exc:
+        return Check("database", "warn", f"the owning process does not answer {url} ({exc}); is it "
+                     "starting, or bound to another address?")
+
+
+def _check_disk(data_dir: DataDir) -> Check:
+    existing = next(p for p in (data_dir.root, *data_dir.root.parents) if p.exists())
+    free = shutil.disk_usage(existing).free
+    text = f"{free / 1024**3:.1f} GiB free"
+    if free < MIN_FREE_BYTES:
+        return Check("disk", "fail", text + "; writes will fail: free some space")
+    if free < LOW_FREE_BYTES:
+        return Check("disk", "warn", text + "; running low")
+    return Check("disk", "ok", text)
+
+
+def render(checks: list[Check]) -> str:
+    marks = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
+    return "\n".join(f"[{marks[c.status]}] {c.name:<9} {c.detail}" for c in checks)

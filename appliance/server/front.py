@@ -1,0 +1,149 @@
+"""One port, two protocols: the listener in front of everything.
+
+Kumiho's clients probe ``GET /api/_live`` over HTTP/1.1 and then speak plaintext gRPC (HTTP/2 with prior
+knowledge) to the same address. The front accepts each connection, peeks at its first bytes without
+consuming them, and hands it over whole:
+
+* the HTTP/2 preface (``PRI * HTTP/2.0``) → the gRPC backend, a Unix socket, through a byte pump;
+* anything else → the in-process HTTP/1.1 protocol (uvicorn's, serving Litestar and ``/mcp``), attached
+  directly to the accepted socket, so HTTP pays nothing for the routing beyond one ``recv(MSG_PEEK)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import Callable
+
+log = logging.getLogger(__name__)
+
+H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+_DECIDE = len(b"PRI ")  # no HTTP/1 request line starts with "PRI " (RFC 9113 §3.4)
+PEEK_TIMEOUT = 10.0
+
+
+def bind(host: str, port: int, backlog: int = 512) -> socket.socket:
+    """Bind the public socket (IPv4 or IPv6 by the host's form); raises OSError when the port is taken."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(backlog)
+    except OSError:
+        sock.close()
+        raise
+    sock.setblocking(False)
+    return sock
+
+
+class FrontListener:
+    def __init__(
+        self,
+        sock: socket.socket,
+        http_factory: Callable[[], asyncio.Protocol],
+        grpc_target: str | None = None,
+    ) -> None:
+        self._sock = sock
+        self._http_factory = http_factory
+        self.grpc_target = grpc_target  # a Unix socket path; None until a gRPC server exists
+        self._accepting: asyncio.Task[None] | None = None
+        self._routing: set[asyncio.Task[None]] = set()
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self._sock.getsockname()[:2]  # type: ignore[no-any-return]
+
+    async def start(self) -> None:
+        self._accepting = asyncio.get_running_loop().create_task(self._accept_loop())
+
+    async def _accept_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                conn, _ = await loop.sock_accept(self._sock)
+            except OSError as exc:  # e.g. EMFILE: back off instead of spinning
+                log.warning("accept failed: %s", exc)
+                await asyncio.sleep(0.1)
+                continue
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            task = loop.create_task(self._route(conn))
+            self._routing.add(task)
+            task.add_done_callback(self._routing.discard)
+
+    async def _route(self, conn: socket.socket) -> None:
+        try:
+            head = await _peek(conn, _DECIDE)
+        except (TimeoutError, OSError):
+            conn.close()
+            return
+        if not head:
+            conn.close()
+            return
+        if head.startswith(H2_PREFACE[:_DECIDE]):
+            await self._to_grpc(conn)
+            return
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.connect_accepted_socket(self._http_factory, conn)
+        except OSError:
+            conn.close()
+
+    async def _to_grpc(self, conn: socket.socket) -> None:
+        if self.grpc_target is None:
+            log.debug("HTTP/2 connection refused: no gRPC server on this appliance yet")
+            conn.close()
+            return
+        try:
+            backend_r, backend_w = await asyncio.open_unix_connection(self.grpc_target)
+        except OSError as exc:
+            log.warning("gRPC backend %s unreachable: %s", self.grpc_target, exc)
+            conn.close()
+            return
+        client_r, client_w = await asyncio.open_connection(sock=conn)
+        await asyncio.gather(_pump(client_r, backend_w), _pump(backend_r, client_w))
+
+    def close(self) -> None:
+        """Stop accepting (uvicorn calls this on shutdown); connections already handed over live on."""
+        if self._accepting:
+            self._accepting.cancel()
+        for task in self._routing:
+            task.cancel()
+        self._sock.close()
+
+    async def wait_closed(self) -> None:
+        if self._accepting:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._accepting
+
+
+async def _peek(conn: socket.socket, want: int) -> bytes:
+    """Up to ``want`` bytes from the socket's buffer, left in place for whoever reads it next."""
+    loop = asyncio.get_running_loop()
+    async with asyncio.timeout(PEEK_TIMEOUT):
+        while True:
+            readable = loop.create_future()
+            loop.add_reader(conn.fileno(), readable.set_result, None)
+            try:
+                await readable
+            finally:
+                loop.remove_reader(conn.fileno())
+            head = conn.recv(want, socket.MSG_PEEK)
+            # Decide on a full prefix, at EOF, or as soon as the bytes cannot be the HTTP/2 preface.
+            if len(head) >= want or not head or not H2_PREFACE.startswith(head):
+                return head
+            await asyncio.sleep(0.005)  # a partial "P", "PR" or "PRI": wait for the rest
+
+
+async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while chunk := await reader.read(65536):
+            writer.write(chunk)
+            await writer.drain()
+    except (ConnectionError, OSError):
+        pass
+    finally:
+        with contextlib.suppress(ConnectionError, OSError):
+            writer.close()

@@ -1,0 +1,66 @@
+"""Run the ASGI app behind the front listener, with uvicorn's HTTP/1.1 protocol and lifecycle.
+
+uvicorn normally opens its own listening server; here ``startup`` builds the same protocol factory and gives
+it to the front instead, so that uvicorn's signal handling, graceful shutdown and lifespan stay as they are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from typing import Any
+
+import uvicorn
+
+from appliance.server.front import FrontListener
+
+log = logging.getLogger(__name__)
+
+
+class ApplianceServer(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config, sock: socket.socket, grpc_target: str | None = None) -> None:
+        super().__init__(config)
+        self._public_sock = sock
+        self._grpc_target = grpc_target
+        self.front: FrontListener | None = None
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await self.lifespan.startup()
+        if self.lifespan.should_exit:
+            self.should_exit = True
+            return
+        config = self.config
+
+        def create_protocol(_loop: asyncio.AbstractEventLoop | None = None) -> asyncio.Protocol:
+            return config.http_protocol_class(  # type: ignore[call-arg]
+                config=config, server_state=self.server_state, app_state=self.lifespan.state, _loop=_loop
+            )
+
+        self.front = FrontListener(self._public_sock, create_protocol, self._grpc_target)
+        await self.front.start()
+        self.servers = [self.front]  # type: ignore[list-item]  # uvicorn only calls close() on them
+        host, port = self.front.address
+        log.info("kumiho-ce listening on http://%s:%d (HTTP/1.1 and, when enabled, gRPC)", host, port)
+        self.started = True
+
+
+def make_config(app: Any, log_level: str) -> uvicorn.Config:
+    return uvicorn.Config(
+        app,
+        log_level=log_level,
+        access_log=log_level == "debug",
+        lifespan="on",
+        http="auto",  # httptools when installed (it is a dependency), else h11
+        ws="none",
+        proxy_headers=False,
+        server_header=False,
+        timeout_graceful_shutdown=10,
+        log_config=None,  # logging is configured once, by the CLI
+    )
+
+
+def run(app: Any, sock: socket.socket, log_level: str = "info", grpc_target: str | None = None) -> int:
+    server = ApplianceServer(make_config(app, log_level), sock, grpc_target)
+    server.run()
+    return 0 if server.started else 3
