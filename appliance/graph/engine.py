@@ -45,6 +45,11 @@ class Tx:
     def run(self, query: str, params: dict[str, Any] | None = None) -> None:
         self.rows(query, params)
 
+    def unwind(self, query: str, rows: list[Any], params: dict[str, Any] | None = None) -> None:
+        """Run ``UNWIND $rows AS …`` for a non-empty batch (Kùzu cannot type an empty list parameter)."""
+        if rows:
+            self.run(query, {**(params or {}), "rows": rows})
+
     def one(self, query: str, params: dict[str, Any] | None = None) -> list[Any] | None:
         found = self.rows(query, params)
         return found[0] if found else None

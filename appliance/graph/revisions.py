@@ -282,26 +282,28 @@ class RevisionStore(StoreBase):
             default = next((a.name for a in row.artifacts if a.is_default), "")
             plan.append({"index": index, "item": node, "id": revision_id(node, number), "number": number,
                          "m": dumps(row.metadata), "dflt": default, "row": row})
+        if not plan:
+            return BulkResult([None] * len(rows), dict(sorted(failures.items())))
         params = {"now": now, "u": LOCAL_USER}
-        tx.run("UNWIND $items AS it MATCH (s:Space {path: it.space}) CREATE (s)-[:HOLDS]->(:Item {id: it.id, "
+        tx.unwind("UNWIND $rows AS it MATCH (s:Space {path: it.space}) CREATE (s)-[:HOLDS]->(:Item {id: it.id, "
                "project: it.project, space: it.space, name: it.name, kind: it.kind, created_at: $now, "
                "modified_at: $now, author: $u, username: $u, metadata: '{}', deprecated: false, "
-               "next_number: 1})", {**params, "items": list(new_items.values())})
-        tx.run("UNWIND $revs AS rv MATCH (i:Item {id: rv.item}) CREATE (i)-[:HAS_REVISION]->(:Revision {"
+               "next_number: 1})", list(new_items.values()), params)
+        tx.unwind("UNWIND $rows AS rv MATCH (i:Item {id: rv.item}) CREATE (i)-[:HAS_REVISION]->(:Revision {"
                "id: rv.id, item: rv.item, number: rv.number, metadata: rv.m, created_at: $now, "
                "modified_at: $now, author: $u, username: $u, deprecated: false, "
                "default_artifact: rv.dflt, indexed: false})",
-               {**params, "revs": [{k: p[k] for k in ("item", "id", "number", "m", "dflt")} for p in plan]})
+               [{k: p[k] for k in ("item", "id", "number", "m", "dflt")} for p in plan], params)
         self._bulk_artifacts(tx, plan, params)
         last = {p["item"]: p["id"] for p in plan}
-        tx.run("UNWIND $ids AS id MATCH (:Item {id: id})-[t:TAGGED {tag: 'latest', until: ''}]->() "
-               "SET t.until = $now", {**params, "ids": list(last)})
-        tx.run("UNWIND $pairs AS pr MATCH (i:Item {id: pr.item}), (r:Revision {id: pr.rev}) "
+        tx.unwind("UNWIND $rows AS id MATCH (:Item {id: id})-[t:TAGGED {tag: 'latest', until: ''}]->() "
+                  "SET t.until = $now", list(last), params)
+        tx.unwind("UNWIND $rows AS pr MATCH (i:Item {id: pr.item}), (r:Revision {id: pr.rev}) "
                "SET i.next_number = r.number + 1, i.modified_at = $now "
                "CREATE (i)-[:TAGGED {tag: 'latest', since: $now, until: ''}]->(r)",
-               {**params, "pairs": [{"item": i, "rev": r} for i, r in last.items()]})
-        tx.run("UNWIND $krefs AS k CREATE (:Event {at: $now, routing_key: 'revision.created', kref: k, "
-               "author: $u, details: '{}'})", {**params, "krefs": [to_kref(p["id"]) for p in plan]})
+               [{"item": i, "rev": r} for i, r in last.items()], params)
+        tx.unwind("UNWIND $rows AS k CREATE (:Event {at: $now, routing_key: 'revision.created', kref: k, "
+               "author: $u, details: '{}'})", [to_kref(p["id"]) for p in plan], params)
         results: list[Revision | None] = [None] * len(rows)
         latest_ids = set(last.values())
         for p in plan:
@@ -315,7 +317,7 @@ class RevisionStore(StoreBase):
     def _bulk_artifacts(self, tx: Tx, plan: list[dict[str, Any]], params: dict[str, Any]) -> None:
         arts = [{"id": artifact_id(p["id"], a.name), "rev": p["id"], "name": a.name, "loc": a.location,
                  "m": dumps(a.metadata)} for p in plan for a in p["row"].artifacts]
-        tx.run("UNWIND $arts AS a MATCH (r:Revision {id: a.rev}) CREATE (r)-[:HAS_ARTIFACT]->(:Artifact {"
+        tx.unwind("UNWIND $rows AS a MATCH (r:Revision {id: a.rev}) CREATE (r)-[:HAS_ARTIFACT]->(:Artifact {"
                "id: a.id, revision: a.rev, name: a.name, location: a.loc, created_at: $now, "
                "modified_at: $now, author: $u, username: $u, metadata: a.m, deprecated: false})",
-               {**params, "arts": arts})
+               arts, params)

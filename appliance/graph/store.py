@@ -83,7 +83,7 @@ class GraphStore(BundleStore, ArtifactStore, LinkStore):
             try:
                 revision = self._read_revision(tx, locate_revision(tx, parsed, self.default_project))
             except NotFound:
-                if target != "item":
+                if target != "item" or parsed.tag or parsed.time:
                     raise
                 return Resolved("item", item.kref, item=item)  # an item with no revision yet
             artifact = None

@@ -1,0 +1,101 @@
+"""Configuration: TOML file + KUMIHO_CE_* variables, seed defaults, clear errors, masked secrets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from appliance.config import load_settings, render_toml, resolve_config_path
+from appliance.errors import ConfigError
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import os
+
+    for key in list(os.environ):
+        if key.startswith("KUMIHO_CE_"):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
+
+
+def test_embedded_defaults_follow_the_seed(tmp_path: Path) -> None:
+    settings = load_settings(None)
+    assert (settings.host, settings.port) == ("127.0.0.1", 9190)
+    assert settings.data_dir == tmp_path / "xdg-data" / "kumiho-ce"
+    assert settings.memory.min_relevance_score == 0.4
+    assert settings.memory.hygiene_enabled is False and settings.memory.archive_after_days == 7
+    assert settings.memory.policy.max_entries_per_namespace == 0
+    assert settings.kumiho.memory_retrieval_limit == 3
+    assert settings.kumiho.default_project == "CognitiveMemory"
+    assert 16 <= settings.graph.buffer_pool_mb <= 1024
+
+
+def test_the_file_sets_values_and_the_environment_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text('port = 9300\n[memory]\nmin_relevance_score = 0.5\n[memory.policy]\n'
+                      'read_only_namespaces = ["archive"]\n[kumiho]\nmemory_retrieval_limit = 5\n')
+    monkeypatch.setenv("KUMIHO_CE_PORT", "9400")
+    monkeypatch.setenv("KUMIHO_CE_MEMORY__MIN_RELEVANCE_SCORE", "0.6")
+    monkeypatch.setenv("KUMIHO_CE_DATA_DIR", str(tmp_path / "data"))
+    settings = load_settings(config)
+    assert settings.port == 9400 and settings.memory.min_relevance_score == 0.6
+    assert settings.memory.policy.read_only_namespaces == ["archive"]
+    assert settings.kumiho.memory_retrieval_limit == 5
+    assert settings.data_dir == tmp_path / "data"
+
+
+def test_the_config_path_comes_from_the_flag_the_variable_or_xdg(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert resolve_config_path(None) is None
+    default = tmp_path / "xdg-config" / "kumiho-ce" / "config.toml"
+    default.parent.mkdir(parents=True)
+    default.write_text("port = 9500\n")
+    assert resolve_config_path(None) == default
+    monkeypatch.setenv("KUMIHO_CE_CONFIG", str(tmp_path / "env.toml"))
+    assert resolve_config_path(None) == tmp_path / "env.toml"
+    assert resolve_config_path("flag.toml") == Path("flag.toml")
+
+
+@pytest.mark.parametrize(
+    ("text", "needles"),
+    [
+        ("[memory]\nmin_relevance_score = 2.0\n", ["memory.min_relevance_score", "less than or equal to 1",
+                                                   "KUMIHO_CE_MEMORY__MIN_RELEVANCE_SCORE"]),
+        ("[memory]\nmin_relevence_score = 0.3\n", ["unknown setting 'memory.min_relevence_score'"]),
+        ("port = 'high'\n", ["setting 'port'"]),
+        ("port = \n", ["not valid TOML"]),
+    ],
+)
+def test_a_bad_file_gets_one_clear_error_naming_the_key(tmp_path: Path, text: str, needles: list[str]) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config)
+    for needle in needles:
+        assert needle in caught.value.message
+    assert "Traceback" not in caught.value.message
+
+
+def test_a_missing_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_settings(tmp_path / "nope.toml")
+
+
+def test_show_masks_secrets_and_round_trips(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUMIHO_CE_API_TOKEN", "s3cret-value")
+    text = render_toml(load_settings(None))
+    assert "s3cret-value" not in text and 'api_token = "**********"' in text
+    monkeypatch.delenv("KUMIHO_CE_API_TOKEN")
+    shown = tmp_path / "shown.toml"
+    shown.write_text(render_toml(load_settings(None)))
+    assert load_settings(shown).model_dump() == load_settings(None).model_dump()
+
+
+def test_loopback_detection() -> None:
+    assert load_settings(None, host="127.0.0.1").is_loopback
+    assert load_settings(None, host="::1").is_loopback
+    assert not load_settings(None, host="0.0.0.0").is_loopback
