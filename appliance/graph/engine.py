@@ -7,6 +7,7 @@ run concurrently with the writer. Kùzu's exceptions become ``StorageError`` her
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import queue
@@ -122,10 +123,8 @@ class KuzuEngine:
                 future.set_result(result)
 
     def _rollback(self) -> None:
-        try:
+        with contextlib.suppress(RuntimeError):  # no active transaction: BEGIN itself failed
             self._writer_conn.execute("ROLLBACK")
-        except RuntimeError:
-            pass  # no active transaction: BEGIN itself failed
 
     # -- reads ----------------------------------------------------------------------------------------
     def read(self, job: Callable[[Tx], T]) -> T:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from appliance.core import kref as krefs
 from appliance.core import names
 from appliance.core.model import Direction, Edge, Page, PathStep, Reached, Traversal
-from appliance.errors import AlreadyExists, InvalidArgument
+from appliance.errors import AlreadyExists, InvalidArgument, NotFound
 from appliance.graph._support import (
     LOCAL_USER,
     StoreBase,
@@ -32,6 +34,14 @@ def _direction(value: str) -> Direction:
 
 def _edge_types(values: list[str] | tuple[str, ...] | None) -> list[str]:
     return [names.edge_type(v, "edge_types") for v in values or ()]
+
+
+@dataclass(frozen=True)
+class NewEdge:
+    source_kref: str
+    target_kref: str
+    edge_type: str
+    metadata: dict[str, str] = field(default_factory=dict)
 
 
 class LinkStore(StoreBase):
@@ -61,6 +71,39 @@ class LinkStore(StoreBase):
                          "RETURN e", {**params, "m": dumps(meta), "now": self._now(), "u": LOCAL_USER})
             self._event(tx, "edge.created", to_kref(a), {"target": to_kref(b), "edge_type": edge_type})
             return edge_from(a, b, row[0])  # type: ignore[index]
+
+        return self._engine.write(job)
+
+    def create_edges(self, rows: list[NewEdge]) -> int:
+        """Many edges between existing revisions (exact ``?r=N`` krefs) in one transaction, for imports;
+        existing (source, target, type) triples are kept as they are. Returns how many were created."""
+        if len(rows) > 100_000:
+            raise InvalidArgument("rows: at most 100000 edges per bulk write", field="rows")
+        wanted: dict[tuple[str, str, str], str] = {}
+        for index, row in enumerate(rows):
+            ends = [krefs.parse(k, f"rows[{index}].{side}") for k, side in
+                    ((row.source_kref, "source_kref"), (row.target_kref, "target_kref"))]
+            if any(end.revision is None or end.kind is None or end.artifact for end in ends):
+                raise InvalidArgument(f"rows[{index}]: bulk edges join revision krefs (kref://…/name.kind?r=N)",
+                                      field=f"rows[{index}]")
+            names.edge_type(row.edge_type, f"rows[{index}].edge_type")
+            key = (str(ends[0])[len(krefs.SCHEME):], str(ends[1])[len(krefs.SCHEME):], row.edge_type)
+            wanted[key] = dumps(names.metadata(row.metadata, f"rows[{index}].metadata"))
+
+        def job(tx: Tx) -> int:
+            ids = sorted({k[0] for k in wanted} | {k[1] for k in wanted})
+            found = {r[0] for r in tx.rows("UNWIND $ids AS id MATCH (r:Revision {id: id}) RETURN r.id", {"ids": ids})}
+            if missing := [i for i in ids if i not in found]:
+                raise NotFound(f"rows: {len(missing)} revision(s) do not exist, e.g. {to_kref(missing[0])}")
+            existing = {tuple(r) for r in tx.rows(
+                "UNWIND $ids AS id MATCH (a:Revision {id: id})-[e:LINK]->(b:Revision) RETURN a.id, b.id, e.edge_type",
+                {"ids": sorted({k[0] for k in wanted})})}
+            fresh = [{"a": a, "b": b, "t": t, "m": m} for (a, b, t), m in wanted.items() if (a, b, t) not in existing]
+            tx.unwind("UNWIND $rows AS row MATCH (a:Revision {id: row.a}), (b:Revision {id: row.b}) "
+                      "CREATE (a)-[:LINK {edge_type: row.t, metadata: row.m, created_at: $now, author: $u, "
+                      "username: $u}]->(b)", fresh, {"now": self._now(), "u": LOCAL_USER})
+            self._event(tx, "edge.bulk_created", "", {"count": len(fresh)})
+            return len(fresh)
 
         return self._engine.write(job)
 

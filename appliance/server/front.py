@@ -20,6 +20,13 @@ from collections.abc import Callable
 log = logging.getLogger(__name__)
 
 H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+_NO_GRPC = b"kumiho-ce: gRPC is not enabled on this appliance"
+# An HTTP/2 server preface (empty SETTINGS) and a GOAWAY (last stream 0, NO_ERROR) saying why.
+H2_GOAWAY = (
+    b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+    + (8 + len(_NO_GRPC)).to_bytes(3, "big") + b"\x07\x00\x00\x00\x00\x00"
+    + b"\x00\x00\x00\x00\x00\x00\x00\x00" + _NO_GRPC
+)
 _DECIDE = len(b"PRI ")  # no HTTP/1 request line starts with "PRI " (RFC 9113 §3.4)
 PEEK_TIMEOUT = 10.0
 
@@ -94,7 +101,7 @@ class FrontListener:
     async def _to_grpc(self, conn: socket.socket) -> None:
         if self.grpc_target is None:
             log.debug("HTTP/2 connection refused: no gRPC server on this appliance yet")
-            conn.close()
+            await _goaway(conn)
             return
         try:
             backend_r, backend_w = await asyncio.open_unix_connection(self.grpc_target)
@@ -103,7 +110,11 @@ class FrontListener:
             conn.close()
             return
         client_r, client_w = await asyncio.open_connection(sock=conn)
-        await asyncio.gather(_pump(client_r, backend_w), _pump(backend_r, client_w))
+        try:
+            await asyncio.gather(_pump(client_r, backend_w), _pump(backend_r, client_w))
+        finally:  # also on cancellation at shutdown
+            backend_w.close()
+            client_w.close()
 
     def close(self) -> None:
         """Stop accepting (uvicorn calls this on shutdown); connections already handed over live on."""
@@ -135,6 +146,16 @@ async def _peek(conn: socket.socket, want: int) -> bytes:
             if len(head) >= want or not head or not H2_PREFACE.startswith(head):
                 return head
             await asyncio.sleep(0.005)  # a partial "P", "PR" or "PRI": wait for the rest
+
+
+async def _goaway(conn: socket.socket) -> None:
+    """Tell an HTTP/2 client politely that there is no gRPC here, then close."""
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(OSError):
+        conn.recv(65536)  # what the client sent: closing with unread input would reset the connection
+        await loop.sock_sendall(conn, H2_GOAWAY)
+        conn.shutdown(socket.SHUT_WR)
+    conn.close()
 
 
 async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

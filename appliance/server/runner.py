@@ -7,8 +7,10 @@ it to the front instead, so that uvicorn's signal handling, graceful shutdown an
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
+from collections.abc import Iterator
 from typing import Any
 
 import uvicorn
@@ -24,6 +26,14 @@ class ApplianceServer(uvicorn.Server):
         self._public_sock = sock
         self._grpc_target = grpc_target
         self.front: FrontListener | None = None
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """SIGTERM/SIGINT stop the appliance gracefully and the process then exits normally, so that
+        the caller closes the stores; uvicorn would re-raise the signal and kill the process instead."""
+        with super().capture_signals():
+            yield
+            self._captured_signals.clear()
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await self.lifespan.startup()

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from appliance.errors import AlreadyExists, InvalidArgument, NotFound
-from appliance.graph import GraphStore
+from appliance.graph import GraphStore, NewEdge
 
 
 @pytest.fixture
@@ -13,7 +15,7 @@ def chain(graph: GraphStore, space: str) -> list[str]:
     """r0 → r1 → r2 → r3 (DEPENDS_ON), plus r0 → r3 (REFERENCED) and r4 → r0 (DERIVED_FROM)."""
     krefs = [graph.create_revision(graph.create_item(space, f"n{i}", "conversation").kref).kref
              for i in range(5)]
-    for a, b in zip(krefs[:3], krefs[1:4], strict=True):
+    for a, b in itertools.pairwise(krefs[:4]):
         graph.create_edge(a, b, "DEPENDS_ON")
     graph.create_edge(krefs[0], krefs[3], "REFERENCED", {"score": "0.71"})
     graph.create_edge(krefs[4], krefs[0], "DERIVED_FROM")
@@ -118,3 +120,17 @@ def test_traversal_bounds_are_validated(graph: GraphStore, chain: list[str]) -> 
         graph.traverse(chain[0], direction="sideways")
     with pytest.raises(InvalidArgument, match="limit"):
         graph.traverse(chain[0], limit=0)
+
+
+def test_bulk_edges_skip_existing_triples_and_need_real_revisions(graph: GraphStore, chain: list[str]) -> None:
+    rows = [NewEdge(chain[0], chain[1], "DEPENDS_ON"), NewEdge(chain[2], chain[0], "CONTRADICTS", {"basis": "agent"}),
+            NewEdge(chain[3], chain[4], "SUPPORTS"), NewEdge(chain[3], chain[4], "SUPPORTS")]
+    assert graph.create_edges(rows) == 2
+    assert graph.get_edges(chain[0], "CONTRADICTS").items[0].metadata == {"basis": "agent"}
+    before = graph.stats()["edges"]
+    with pytest.raises(NotFound, match="do not exist"):
+        graph.create_edges([NewEdge(chain[0], chain[0].replace("?r=1", "?r=7"), "SUPPORTS"),
+                            NewEdge(chain[1], chain[0], "SUPPORTS")])
+    with pytest.raises(InvalidArgument, match="revision krefs"):
+        graph.create_edges([NewEdge(chain[0].split("?")[0], chain[1], "SUPPORTS")])
+    assert graph.stats()["edges"] == before

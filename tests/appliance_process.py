@@ -1,0 +1,77 @@
+"""Run ``kumiho-ce`` as a real process for the CLI and HTTP tests (bounded waits, no fixed sleeps)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def cli_env(data_dir: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KUMIHO_CE_")}
+    env.update({"KUMIHO_CE_DATA_DIR": str(data_dir), "XDG_CONFIG_HOME": str(data_dir.parent / "no-config")})
+    env.update(extra)
+    return env
+
+
+def kumiho_ce(*args: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "appliance", *args], cwd=ROOT, env=env, text=True,
+                          capture_output=True, timeout=timeout)
+
+
+@dataclass
+class Running:
+    process: subprocess.Popen[str]
+    base_url: str
+    data_dir: Path
+
+    def stop(self) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=30)
+
+
+def wait_until_live(url: str, process: subprocess.Popen[str], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"kumiho-ce serve exited with {process.returncode}: {process.stderr.read()}")  # type: ignore[union-attr]
+        try:
+            if httpx.get(url + "/api/_live", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            time.sleep(0.05)
+    raise AssertionError(f"{url} did not come up within {timeout}s")
+
+
+@contextmanager
+def serve(data_dir: Path, host: str = "127.0.0.1", **env: str) -> Iterator[Running]:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "appliance", "serve", "--host", host, "--port", str(port)],
+        cwd=ROOT, env=cli_env(data_dir, **env), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    with process:
+        running = Running(process, f"http://127.0.0.1:{port}", data_dir)
+        try:
+            wait_until_live(running.base_url, process)
+            yield running
+        finally:
+            if process.poll() is None:
+                process.kill()
