@@ -103,9 +103,35 @@ def edge_from(source: str, target: str, rel: dict[str, Any]) -> Edge:
     )
 
 
-REVISION_WITH_TAGS = (
-    "OPTIONAL MATCH (:Item)-[t:TAGGED {until: ''}]->(r) RETURN r, collect(t.tag)"
-)
+def item_of(revision: str) -> str:
+    """A revision's id starts with its item's id: ``P/s/name.kind?r=N`` → ``P/s/name.kind``."""
+    return revision.rsplit("?r=", 1)[0]
+
+
+# Kùzu scans a whole relationship table when a pattern filters on relationship properties
+# ({tag: …, until: …}), but follows adjacency lists from a bound node quickly; so tag spans are read from
+# their item and filtered here.
+def tag_spans(tx: Tx, item: str) -> list[tuple[str, str, str, str]]:
+    """Every tag span of an item: (revision id, tag, since, until) with until '' while it holds."""
+    return [tuple(row) for row in tx.rows(  # type: ignore[misc]
+        "MATCH (:Item {id: $i})-[t:TAGGED]->(r:Revision) RETURN r.id, t.tag, t.since, t.until", {"i": item})]
+
+
+def current_tags(tx: Tx, item: str) -> dict[str, list[str]]:
+    """Revision id → the tags it holds now, for one item."""
+    held: dict[str, list[str]] = {}
+    for revision, tag, _, until in tag_spans(tx, item):
+        if not until:
+            held.setdefault(revision, []).append(tag)
+    return held
+
+
+def tag_holder(tx: Tx, item: str, tag: str, at: str | None = None) -> str | None:
+    """The revision id of ``item`` holding ``tag`` now, or at the ISO time ``at``."""
+    for revision, name, since, until in tag_spans(tx, item):
+        if name == tag and (not until if at is None else since <= at and (not until or until > at)):
+            return revision
+    return None
 
 
 # -- paging -----------------------------------------------------------------------------------------

@@ -51,6 +51,16 @@ class Tx:
         if rows:
             self.run(query, {**(params or {}), "rows": rows})
 
+    def copy(self, table: str, columns: str, rows: list[Any], params: dict[str, Any] | None = None) -> None:
+        """Bulk-load ``rows`` into ``table`` with ``COPY … FROM (UNWIND $rows AS row RETURN columns)``.
+
+        It runs inside the transaction (a rollback undoes it) and, for relationships, is ~25× faster than
+        ``UNWIND … MATCH (a {id}), (b {id}) CREATE``, which Kùzu plans as scans. ``columns`` lists every
+        column of the table in order (``from``/``to`` keys first for relationships), aliased uniquely.
+        """
+        if rows:
+            self.run(f"COPY {table} FROM (UNWIND $rows AS row RETURN {columns})", {**(params or {}), "rows": rows})
+
     def one(self, query: str, params: dict[str, Any] | None = None) -> list[Any] | None:
         found = self.rows(query, params)
         return found[0] if found else None

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from appliance.core import kref as krefs
 from appliance.core.kref import Kref
 from appliance.errors import AmbiguousKref, InvalidArgument, NotFound
-from appliance.graph._support import item_id, revision_id, to_kref
+from appliance.graph._support import item_id, revision_id, tag_holder, to_kref
 from appliance.graph.engine import Tx
 
 
@@ -87,14 +87,8 @@ def locate_item(tx: Tx, kref: Kref, default_project: str) -> str:
 
 
 def revision_number_by_tag(tx: Tx, item: str, tag: str, at: str | None = None) -> int | None:
-    if at is None:
-        query = "MATCH (:Item {id: $i})-[t:TAGGED {tag: $t, until: ''}]->(r:Revision) RETURN r.number"
-    else:
-        query = (
-            "MATCH (:Item {id: $i})-[t:TAGGED {tag: $t}]->(r:Revision) "
-            "WHERE t.since <= $at AND (t.until = '' OR t.until > $at) RETURN r.number"
-        )
-    return tx.scalar(query, {"i": item, "t": tag, "at": at})
+    holder = tag_holder(tx, item, tag, at)
+    return int(holder.rsplit("?r=", 1)[1]) if holder else None
 
 
 def locate_revision(tx: Tx, kref: Kref, default_project: str) -> str:

@@ -11,17 +11,20 @@ from appliance.core.model import Page, Revision
 from appliance.errors import InvalidArgument, InvalidKref, KumihoError, NotFound
 from appliance.graph._support import (
     LOCAL_USER,
-    REVISION_WITH_TAGS,
     StoreBase,
     artifact_id,
     check_page_size,
+    current_tags,
     decode_cursor,
     dumps,
     encode_cursor,
     item_id,
+    item_of,
     loads,
     revision_from,
     revision_id,
+    tag_holder,
+    tag_spans,
     to_kref,
 )
 from appliance.graph.engine import Tx
@@ -89,10 +92,10 @@ class RevisionStore(StoreBase):
             lambda tx: self._read_revision(tx, locate_revision(tx, parsed, self.default_project)))
 
     def _read_revision(self, tx: Tx, node_id: str) -> Revision:
-        row = tx.one("MATCH (r:Revision {id: $id}) " + REVISION_WITH_TAGS, {"id": node_id})
+        row = tx.one("MATCH (r:Revision {id: $id}) RETURN r", {"id": node_id})
         if row is None:
             raise NotFound(f"revision {to_kref(node_id)} does not exist", field="kref")
-        return revision_from(row[0], row[1])
+        return revision_from(row[0], current_tags(tx, item_of(node_id)).get(node_id))
 
     def list_revisions(
         self, item_kref: str, include_deprecated: bool = True, page_size: int = 100,
@@ -108,9 +111,9 @@ class RevisionStore(StoreBase):
             params = {"i": item, "incl": include_deprecated, "before": before, "n": page_size + 1}
             match = "MATCH (:Item {id: $i})-[:HAS_REVISION]->(r:Revision) WHERE ($incl OR NOT r.deprecated)"
             total = tx.scalar(match + " RETURN count(r)", params)
-            rows = tx.rows(match + " AND r.number < $before WITH r ORDER BY r.number DESC LIMIT $n "
-                           + REVISION_WITH_TAGS + " ORDER BY r.number DESC", params)
-            found = [revision_from(r[0], r[1]) for r in rows]
+            rows = tx.rows(match + " AND r.number < $before RETURN r ORDER BY r.number DESC LIMIT $n", params)
+            tags = current_tags(tx, item)
+            found = [revision_from(r[0], tags.get(r[0]["id"])) for r in rows]
             more = len(found) > page_size
             found = found[:page_size]
             return Page(found, encode_cursor(found[-1].number) if more else None, int(total))
@@ -139,7 +142,7 @@ class RevisionStore(StoreBase):
 
         def job(tx: Tx) -> bool:
             node_id = locate_revision(tx, parsed, self.default_project)
-            item = node_id.rsplit("?r=", 1)[0]
+            item = item_of(node_id)
             tx.run("MATCH (:Revision {id: $id})-[:HAS_ARTIFACT]->(a) DETACH DELETE a", {"id": node_id})
             tx.run("MATCH (r:Revision {id: $id}) DETACH DELETE r", {"id": node_id})
             newest = tx.scalar("MATCH (:Item {id: $i})-[:HAS_REVISION]->(r) RETURN max(r.number)", {"i": item})
@@ -158,7 +161,7 @@ class RevisionStore(StoreBase):
 
         def job(tx: Tx) -> Revision:
             node_id = locate_revision(tx, parsed, self.default_project)
-            self._move_tag(tx, node_id.rsplit("?r=", 1)[0], node_id, tag)
+            self._move_tag(tx, item_of(node_id), node_id, tag)
             return self._read_revision(tx, node_id)
 
         return self._engine.write(job)
@@ -170,32 +173,31 @@ class RevisionStore(StoreBase):
 
         def job(tx: Tx) -> bool:
             node_id = locate_revision(tx, parsed, self.default_project)
-            held = tx.one("MATCH (:Item)-[t:TAGGED {tag: $t, until: ''}]->(:Revision {id: $id}) RETURN t.tag",
-                          {"t": tag, "id": node_id})
-            if not held:
+            if tag_holder(tx, item_of(node_id), tag) != node_id:
                 return False
-            tx.run("MATCH (:Item)-[t:TAGGED {tag: $t, until: ''}]->(:Revision {id: $id}) SET t.until = $now",
-                   {"t": tag, "id": node_id, "now": self._now()})
+            self._close_span(tx, item_of(node_id), tag)
             self._event(tx, "revision.untagged", to_kref(node_id), {"tag": tag})
             return True
 
         return self._engine.write(job)
 
     def _move_tag(self, tx: Tx, item: str, node_id: str, tag: str) -> bool:
-        holder = tx.scalar("MATCH (:Item {id: $i})-[:TAGGED {tag: $t, until: ''}]->(r) RETURN r.id",
-                           {"i": item, "t": tag})
+        holder = tag_holder(tx, item, tag)
         if holder == node_id:
             return False
         now = self._now()
         if holder:
-            tx.run("MATCH (:Item {id: $i})-[t:TAGGED {tag: $t, until: ''}]->() SET t.until = $now",
-                   {"i": item, "t": tag, "now": now})
-        tx.run("MATCH (i:Item {id: $i}), (r:Revision {id: $r}) "
+            self._close_span(tx, item, tag, now)
+        tx.run("MATCH (i:Item {id: $i})-[:HAS_REVISION]->(r:Revision {id: $r}) "
                "CREATE (i)-[:TAGGED {tag: $t, since: $now, until: ''}]->(r)",
                {"i": item, "r": node_id, "t": tag, "now": now})
         if tag != names.LATEST:
             self._event(tx, "revision.tagged", to_kref(node_id), {"tag": tag, "moved_from": holder or None})
         return True
+
+    def _close_span(self, tx: Tx, item: str, tag: str, now: str | None = None) -> None:
+        tx.run("MATCH (:Item {id: $i})-[t:TAGGED]->() WITH t WHERE t.tag = $t AND t.until = '' "
+               "SET t.until = $now", {"i": item, "t": tag, "now": now or self._now()})
 
     def has_tag(self, kref: str, tag: str) -> bool:
         return tag in self.get_revision(kref).tags
@@ -206,8 +208,7 @@ class RevisionStore(StoreBase):
 
         def job(tx: Tx) -> bool:
             node_id = locate_revision(tx, parsed, self.default_project)
-            return tx.one("MATCH (:Item)-[t:TAGGED {tag: $t}]->(:Revision {id: $id}) RETURN t.tag LIMIT 1",
-                          {"t": tag, "id": node_id}) is not None
+            return any(r == node_id and t == tag for r, t, _, _ in tag_spans(tx, item_of(node_id)))
 
         return self._engine.read(job)
 
@@ -223,11 +224,9 @@ class RevisionStore(StoreBase):
 
         def job(tx: Tx) -> list[dict[str, Any]]:
             item = locate_item(tx, parsed, self.default_project)
-            rows = tx.rows("MATCH (:Item {id: $i})-[t:TAGGED]->(r:Revision) WHERE $t = '' OR t.tag = $t "
-                           "RETURN t.tag, r.id, t.since, t.until ORDER BY t.since, r.number",
-                           {"i": item, "t": tag or ""})
+            spans = sorted(tag_spans(tx, item), key=lambda s: (s[2], int(s[0].rsplit("?r=", 1)[1])))
             return [{"tag": t, "revision_kref": to_kref(r), "since": since, "until": until or None}
-                    for t, r, since, until in rows]
+                    for r, t, since, until in spans if tag in (None, t)]
 
         return self._engine.read(job)
 
@@ -285,25 +284,27 @@ class RevisionStore(StoreBase):
         if not plan:
             return BulkResult([None] * len(rows), dict(sorted(failures.items())))
         params = {"now": now, "u": LOCAL_USER}
-        tx.unwind("UNWIND $rows AS it MATCH (s:Space {path: it.space}) CREATE (s)-[:HOLDS]->(:Item {id: it.id, "
-               "project: it.project, space: it.space, name: it.name, kind: it.kind, created_at: $now, "
-               "modified_at: $now, author: $u, username: $u, metadata: '{}', deprecated: false, "
-               "next_number: 1})", list(new_items.values()), params)
-        tx.unwind("UNWIND $rows AS rv MATCH (i:Item {id: rv.item}) CREATE (i)-[:HAS_REVISION]->(:Revision {"
-               "id: rv.id, item: rv.item, number: rv.number, metadata: rv.m, created_at: $now, "
-               "modified_at: $now, author: $u, username: $u, deprecated: false, "
-               "default_artifact: rv.dflt, indexed: false})",
-               [{k: p[k] for k in ("item", "id", "number", "m", "dflt")} for p in plan], params)
+        stamps = "$now AS c, $now AS mo, $u AS au, $u AS un"
+        for node, fields in new_items.items():
+            fields["next"] = numbers[node]
+        tx.copy("Item", "row.id AS id, row.project AS p, row.space AS s, row.name AS n, row.kind AS k, "
+                f"{stamps}, '{{}}' AS m, false AS d, row.next AS nx", list(new_items.values()), params)
+        tx.copy("HOLDS", "row.space AS f, row.id AS t", list(new_items.values()))
+        tx.copy("Revision", f"row.id AS id, row.item AS it, row.number AS n, row.m AS m, {stamps}, false AS d, "
+                "row.dflt AS da, false AS ix", [{k: p[k] for k in ("item", "id", "number", "m", "dflt")}
+                                                for p in plan], params)
+        tx.copy("HAS_REVISION", "row.item AS f, row.id AS t", [{"item": p["item"], "id": p["id"]} for p in plan])
         self._bulk_artifacts(tx, plan, params)
         last = {p["item"]: p["id"] for p in plan}
-        tx.unwind("UNWIND $rows AS id MATCH (:Item {id: id})-[t:TAGGED {tag: 'latest', until: ''}]->() "
-                  "SET t.until = $now", list(last), params)
-        tx.unwind("UNWIND $rows AS pr MATCH (i:Item {id: pr.item}), (r:Revision {id: pr.rev}) "
-               "SET i.next_number = r.number + 1, i.modified_at = $now "
-               "CREATE (i)-[:TAGGED {tag: 'latest', since: $now, until: ''}]->(r)",
-               [{"item": i, "rev": r} for i, r in last.items()], params)
+        existing = [{"item": i, "next": numbers[i]} for i in last if i not in new_items]
+        tx.unwind("UNWIND $rows AS row MATCH (i:Item {id: row.item}) SET i.next_number = row.next, "
+                  "i.modified_at = $now", existing, params)
+        tx.unwind("UNWIND $rows AS row MATCH (:Item {id: row.item})-[t:TAGGED]->() "
+                  "WITH t WHERE t.tag = 'latest' AND t.until = '' SET t.until = $now", existing, params)
+        tx.copy("TAGGED", "row.item AS f, row.rev AS t, 'latest' AS tag, $now AS since, '' AS until",
+                [{"item": i, "rev": r} for i, r in last.items()], params)
         tx.unwind("UNWIND $rows AS k CREATE (:Event {at: $now, routing_key: 'revision.created', kref: k, "
-               "author: $u, details: '{}'})", [to_kref(p["id"]) for p in plan], params)
+                  "author: $u, details: '{}'})", [to_kref(p["id"]) for p in plan], params)
         results: list[Revision | None] = [None] * len(rows)
         latest_ids = set(last.values())
         for p in plan:
@@ -317,7 +318,6 @@ class RevisionStore(StoreBase):
     def _bulk_artifacts(self, tx: Tx, plan: list[dict[str, Any]], params: dict[str, Any]) -> None:
         arts = [{"id": artifact_id(p["id"], a.name), "rev": p["id"], "name": a.name, "loc": a.location,
                  "m": dumps(a.metadata)} for p in plan for a in p["row"].artifacts]
-        tx.unwind("UNWIND $rows AS a MATCH (r:Revision {id: a.rev}) CREATE (r)-[:HAS_ARTIFACT]->(:Artifact {"
-               "id: a.id, revision: a.rev, name: a.name, location: a.loc, created_at: $now, "
-               "modified_at: $now, author: $u, username: $u, metadata: a.m, deprecated: false})",
-               arts, params)
+        tx.copy("Artifact", "row.id AS id, row.rev AS r, row.name AS n, row.loc AS l, $now AS c, $now AS mo, "
+                "$u AS au, $u AS un, row.m AS m, false AS d", arts, params)
+        tx.copy("HAS_ARTIFACT", "row.rev AS f, row.id AS t", arts)
