@@ -15,7 +15,7 @@ from appliance.core.model import BundleChange, BundleMember, Item
 from appliance.errors import AlreadyExists, InvalidArgument, NotFound
 from appliance.graph._support import LOCAL_USER, item_from, loads, to_kref
 from appliance.graph.engine import Tx
-from appliance.graph.resolve import item_node, locate_item
+from appliance.graph.resolve import item_node, locate_item, locate_item_node
 from appliance.graph.revisions import RevisionStore
 from appliance.graph.structure import StructureStore
 
@@ -37,7 +37,7 @@ class BundleStore(StructureStore, RevisionStore):
         return self._engine.write(job)
 
     def _bundle(self, tx: Tx, bundle_kref: str) -> dict[str, Any]:
-        node = item_node(tx, locate_item(tx, krefs.parse(bundle_kref, "bundle_kref"), self.default_project))
+        node = locate_item_node(tx, krefs.parse(bundle_kref, "bundle_kref"), self.default_project)
         if node["kind"] != names.RESERVED_KIND:
             raise InvalidArgument(f"bundle_kref: {to_kref(node['id'])} is not a bundle", field="bundle_kref")
         return node

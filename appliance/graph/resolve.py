@@ -78,12 +78,16 @@ def locate(tx: Tx, kref: Kref, default_project: str) -> Located:
     )
 
 
-def locate_item(tx: Tx, kref: Kref, default_project: str) -> str:
+def locate_item_node(tx: Tx, kref: Kref, default_project: str) -> dict[str, Any]:
+    """The item a kref names (D8 rules for short forms), as its stored node."""
     located = locate(tx, kref, default_project)
     if located.target != "item":
         raise InvalidArgument(f"{kref} names a {located.target}, not an item", field="kref")
-    item_node(tx, located.item)
-    return located.item
+    return item_node(tx, located.item)
+
+
+def locate_item(tx: Tx, kref: Kref, default_project: str) -> str:
+    return str(locate_item_node(tx, kref, default_project)["id"])
 
 
 def revision_number_by_tag(tx: Tx, item: str, tag: str, at: str | None = None) -> int | None:

@@ -28,7 +28,7 @@ from appliance.graph._support import (
     to_kref,
 )
 from appliance.graph.engine import Tx
-from appliance.graph.resolve import item_node, locate_item, locate_revision, revision_number_by_tag
+from appliance.graph.resolve import locate_item, locate_item_node, locate_revision, revision_number_by_tag
 
 
 @dataclass(frozen=True)
@@ -58,32 +58,32 @@ class RevisionStore(StoreBase):
     def create_revision(self, item_kref: str, metadata: dict[str, str] | None = None) -> Revision:
         parsed = krefs.parse(item_kref, "item_kref")
         meta = names.metadata(metadata)
+        return self._engine.write(lambda tx: self._create_revision_node(
+            tx, locate_item_node(tx, parsed, self.default_project), meta))
 
-        def job(tx: Tx) -> Revision:
-            node = item_node(tx, locate_item(tx, parsed, self.default_project))
-            return self._read_revision(tx, self._create_revision_node(tx, node, meta))
-
-        return self._engine.write(job)
-
-    def _create_revision_node(self, tx: Tx, item: dict[str, Any], meta: dict[str, str]) -> str:
+    def _create_revision_node(self, tx: Tx, item: dict[str, Any], meta: dict[str, str]) -> Revision:
+        """The next revision of ``item``; ``latest`` moves to it (three statements: latency matters)."""
         number, now = item["next_number"], self._now()
         node_id = revision_id(item["id"], number)
-        tx.run(
-            "MATCH (i:Item {id: $item}) SET i.next_number = $next, i.modified_at = $now "
-            "CREATE (i)-[:HAS_REVISION]->(:Revision {id: $id, item: $item, number: $number, metadata: $m, "
-            "created_at: $now, modified_at: $now, author: $u, username: $u, deprecated: false, "
-            "default_artifact: '', indexed: false})",
-            {"item": item["id"], "next": number + 1, "now": now, "id": node_id, "number": number,
-             "m": dumps(meta), "u": LOCAL_USER},
-        )
-        self._move_tag(tx, item["id"], node_id, names.LATEST)
+        params = {"item": item["id"], "next": number + 1, "now": now, "id": node_id, "number": number,
+                  "m": dumps(meta), "u": LOCAL_USER}
+        tx.run("MATCH (:Item {id: $item})-[t:TAGGED]->() WITH t WHERE t.tag = 'latest' AND t.until = '' "
+               "SET t.until = $now", params)
+        node = {"id": node_id, "item": item["id"], "number": number, "metadata": params["m"], "created_at": now,
+                "modified_at": now, "author": LOCAL_USER, "username": LOCAL_USER, "deprecated": False,
+                "default_artifact": ""}
+        tx.run("MATCH (i:Item {id: $item}) SET i.next_number = $next, i.modified_at = $now "
+               "CREATE (i)-[:HAS_REVISION]->(r:Revision {id: $id, item: $item, number: $number, metadata: $m, "
+               "created_at: $now, modified_at: $now, author: $u, username: $u, deprecated: false, "
+               "default_artifact: '', indexed: false}) "
+               "CREATE (i)-[:TAGGED {tag: 'latest', since: $now, until: ''}]->(r)", params)
         self._event(tx, "revision.created", to_kref(node_id))
-        return node_id
+        return revision_from(node, [names.LATEST])
 
     def peek_next_revision(self, item_kref: str) -> int:
         parsed = krefs.parse(item_kref, "item_kref")
         return int(self._engine.read(
-            lambda tx: item_node(tx, locate_item(tx, parsed, self.default_project))["next_number"]))
+            lambda tx: locate_item_node(tx, parsed, self.default_project)["next_number"]))
 
     def get_revision(self, kref: str) -> Revision:
         """``?r=N`` → that revision; an item kref → latest; ``?t=tag`` (``&time=``) → the tag's holder."""

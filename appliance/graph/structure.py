@@ -25,7 +25,7 @@ from appliance.graph._support import (
     to_kref,
 )
 from appliance.graph.engine import Tx
-from appliance.graph.resolve import item_node, locate_item, space_node
+from appliance.graph.resolve import locate_item, locate_item_node, space_node
 
 
 class StructureStore(StoreBase):
@@ -288,7 +288,7 @@ class StructureStore(StoreBase):
     def get_item(self, kref: str) -> Item:
         parsed = krefs.parse(kref)
         return item_from(self._engine.read(
-            lambda tx: item_node(tx, locate_item(tx, parsed, self.default_project))))
+            lambda tx: locate_item_node(tx, parsed, self.default_project)))
 
     def list_items(
         self, space_path: str, name_filter: str = "", kind_filter: str = "",
@@ -341,7 +341,7 @@ class StructureStore(StoreBase):
         meta = names.metadata(metadata)
 
         def job(tx: Tx) -> Item:
-            node = item_node(tx, locate_item(tx, parsed, self.default_project))
+            node = locate_item_node(tx, parsed, self.default_project)
             row = tx.one("MATCH (i:Item {id: $id}) SET i.metadata = $m, i.modified_at = $now RETURN i",
                          {"id": node["id"], "m": dumps({**loads(node["metadata"]), **meta}),
                           "now": self._now()})
