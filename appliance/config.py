@@ -44,39 +44,41 @@ class GraphSettings(_Section):
 class MemoryPolicy(_Section):
     max_entries_per_namespace: int = Field(0, ge=0, description="0 = unlimited")
     max_entries_per_category: int = Field(0, ge=0, description="0 = unlimited")
-    read_only_namespaces: list[str] = Field(default_factory=list)
-    retention_days_by_category: dict[str, int] = Field(default_factory=dict)
+    read_only_namespaces: list[str] = Field(default_factory=list, description="namespaces that refuse writes")
+    retention_days_by_category: dict[str, int] = Field(
+        default_factory=dict, description="e.g. {core = 365, daily = 30}"
+    )
 
 
 class MemorySettings(_Section):
     """The seed's ``[memory]`` block (seed 001), with its defaults."""
 
-    backend: Literal["kumiho", "none"] = "kumiho"
-    auto_save: bool = True
-    hygiene_enabled: bool = False
-    archive_after_days: int = Field(7, ge=0)
-    purge_after_days: int = Field(30, ge=0)
-    conversation_retention_days: int = Field(30, ge=0)
-    min_relevance_score: float = Field(0.4, ge=0.0, le=1.0)
-    default_namespace: str = "default"
+    backend: Literal["kumiho", "none"] = Field("kumiho", description="seed compatibility; the appliance is the backend")
+    auto_save: bool = Field(True, description="store user turns automatically (seed 001)")
+    hygiene_enabled: bool = Field(False, description="archive, then purge, old entries")
+    archive_after_days: int = Field(7, ge=0, description="days before an entry is archived")
+    purge_after_days: int = Field(30, ge=0, description="days before an archived entry is purged")
+    conversation_retention_days: int = Field(30, ge=0, description="longest conversation retention")
+    min_relevance_score: float = Field(0.4, ge=0.0, le=1.0, description="operator floor on the 0..1 scale (D1)")
+    default_namespace: str = Field("default", description="namespace of entries that name none")
     half_life_days: float = Field(7.0, description="time-decay half-life (D2); ≤ 0 means the default 7")
-    response_cache_enabled: bool = False
-    response_cache_ttl_minutes: int = Field(60, ge=0)
-    response_cache_max_entries: int = Field(5000, ge=0)
-    response_cache_hot_entries: int = Field(256, ge=0)
-    snapshot_enabled: bool = False
-    snapshot_on_hygiene: bool = False
-    auto_hydrate: bool = True
-    audit_enabled: bool = False
-    audit_retention_days: int = Field(30, ge=0)
+    response_cache_enabled: bool = Field(False, description="LLM response cache")
+    response_cache_ttl_minutes: int = Field(60, ge=0, description="response cache entry lifetime")
+    response_cache_max_entries: int = Field(5000, ge=0, description="response cache size")
+    response_cache_hot_entries: int = Field(256, ge=0, description="in-memory LRU tier of the cache")
+    snapshot_enabled: bool = Field(False, description="snapshot export for backups")
+    snapshot_on_hygiene: bool = Field(False, description="snapshot before each hygiene pass")
+    auto_hydrate: bool = Field(True, description="hydrate from a snapshot when the store is empty")
+    audit_enabled: bool = Field(False, description="memory audit trail")
+    audit_retention_days: int = Field(30, ge=0, description="audit trail retention")
     policy: MemoryPolicy = Field(default_factory=MemoryPolicy)
 
 
 class KumihoSettings(_Section):
     """The seed's ``[kumiho]`` block: what the appliance honours."""
 
-    mode: Literal["local_ce"] = "local_ce"
-    default_project: str = "CognitiveMemory"
+    mode: Literal["local_ce"] = Field("local_ce", description="the seed's [kumiho].mode; this appliance is a local CE")
+    default_project: str = Field("CognitiveMemory", description="project of the memory tools and of short krefs (D8)")
     memory_retrieval_limit: int = Field(3, ge=1, le=100, description="operator tools' limit cap")
 
 
@@ -86,12 +88,12 @@ class Settings(BaseSettings):
     )
 
     host: str = Field("127.0.0.1", description="bind address; beyond loopback a bearer token is required")
-    port: int = Field(DEFAULT_PORT, ge=1, le=65535)
-    data_dir: Path = Field(default_factory=default_data_dir)
+    port: int = Field(DEFAULT_PORT, ge=1, le=65535, description="one port for HTTP, MCP and gRPC")
+    data_dir: Path = Field(default_factory=default_data_dir, description="graph, index, artifacts, token")
     api_token: SecretStr | None = Field(
         None, description="bearer token; when unset one is generated in the data directory"
     )
-    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log to stderr at this level")
     graph: GraphSettings = Field(default_factory=GraphSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
     kumiho: KumihoSettings = Field(default_factory=KumihoSettings)
@@ -185,3 +187,38 @@ def _drop_none(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _drop_none(v) for k, v in value.items() if v is not None}
     return value
+
+
+def reference_markdown() -> str:
+    """The configuration reference (docs/configuration.md), generated from the settings models."""
+    lines = [
+        "# Configuration reference",
+        "",
+        "Generated from `appliance/config.py` (a test keeps it fresh). Set keys in the TOML file "
+        "(`--config`, `$KUMIHO_CE_CONFIG`, or `$XDG_CONFIG_HOME/kumiho-ce/config.toml`) or as environment "
+        "variables, which win; nested keys use `__` in variable names.",
+        "",
+        "| key | default | environment variable | meaning |",
+        "|---|---|---|---|",
+    ]
+    lines += _reference_rows(Settings, ())
+    return "\n".join(lines) + "\n"
+
+
+def _reference_rows(model: type[BaseModel], prefix: tuple[str, ...]) -> list[str]:
+    rows = []
+    for name, info in model.model_fields.items():
+        path = (*prefix, name)
+        annotation = info.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            rows += _reference_rows(annotation, path)
+            continue
+        if name == "data_dir":
+            default = "`$XDG_DATA_HOME/kumiho-ce`"
+        elif info.default_factory is not None:
+            default = f"`{info.default_factory()!r}`"  # type: ignore[call-arg]
+        else:
+            default = f"`{info.default!r}`"
+        env = ENV_PREFIX + "__".join(path).upper()
+        rows.append(f"| `{'.'.join(path)}` | {default} | `{env}` | {info.description or ''} |")
+    return rows

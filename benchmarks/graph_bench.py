@@ -4,7 +4,7 @@
 
 Measures, on a real Kùzu database in a temporary directory:
 * single write latency (create_revision on an existing item, one transaction each): p50/p95 ms
-* bulk insert throughput (create_revisions, 1,000 rows per transaction): rows/s
+* bulk insert throughput (create_revisions and create_edges, 5,000 rows per transaction): rows/s
 * item lookup by kref (get_item) and revision resolution (get_revision of an item kref → latest): p50/p95 ms
 * 3-hop outgoing traversal (each revision has 3 edges to random earlier ones) at each size: p50/p95 ms
 * resident memory and database size after loading
@@ -30,7 +30,7 @@ from appliance.graph import GraphStore, NewEdge, NewRevision  # noqa: E402
 
 SPACES = 20
 EDGES_PER_REVISION = 3
-BATCH = 1000
+BATCH = 5000
 
 
 def percentiles(samples: list[float]) -> dict[str, float]:

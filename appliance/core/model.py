@@ -5,7 +5,7 @@ Krefs are kept as canonical strings; timestamps are ISO-8601 with an explicit ``
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
 T = TypeVar("T")
@@ -188,17 +188,3 @@ class Resolved:
     item: Item | None = None
     revision: Revision | None = None
     artifact: Artifact | None = None
-    extra: dict[str, str] = field(default_factory=dict)
-
-
-def as_dict(value: object) -> dict[str, object]:
-    """A model value as a JSON-ready dict, with derived fields the wire formats carry."""
-    data = asdict(value)  # type: ignore[call-overload]
-    if isinstance(value, Revision):
-        data["latest"] = value.latest
-        data["published"] = value.published
-    elif isinstance(value, Item):
-        data["name"] = value.name
-    elif isinstance(value, Space):
-        data["kref"] = value.kref
-    return data
