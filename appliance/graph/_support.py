@@ -128,7 +128,11 @@ def current_tags(tx: Tx, item: str) -> dict[str, list[str]]:
 
 def tag_holder(tx: Tx, item: str, tag: str, at: str | None = None) -> str | None:
     """The revision id of ``item`` holding ``tag`` now, or at the ISO time ``at``."""
-    for revision, name, since, until in tag_spans(tx, item):
+    return holder_in(tag_spans(tx, item), tag, at)
+
+
+def holder_in(spans: list[tuple[str, str, str, str]], tag: str, at: str | None = None) -> str | None:
+    for revision, name, since, until in spans:
         if name == tag and (not until if at is None else since <= at and (not until or until > at)):
             return revision
     return None

@@ -18,6 +18,7 @@ from appliance.graph._support import (
     decode_cursor,
     dumps,
     encode_cursor,
+    holder_in,
     item_id,
     item_of,
     loads,
@@ -88,8 +89,25 @@ class RevisionStore(StoreBase):
     def get_revision(self, kref: str) -> Revision:
         """``?r=N`` → that revision; an item kref → latest; ``?t=tag`` (``&time=``) → the tag's holder."""
         parsed = krefs.parse(kref)
-        return self._engine.read(
-            lambda tx: self._read_revision(tx, locate_revision(tx, parsed, self.default_project)))
+        return self._engine.read(lambda tx: self._find_revision(tx, parsed))
+
+    def _find_revision(self, tx: Tx, parsed: krefs.Kref) -> Revision:
+        """``locate_revision`` + ``_read_revision`` reading the item's tag spans once (the hot read path)."""
+        item = locate_item(tx, parsed, self.default_project)
+        spans = tag_spans(tx, item)
+        if parsed.revision is not None:
+            node_id: str | None = revision_id(item, parsed.revision)
+        else:
+            at = krefs.parse_time(parsed.time) if parsed.time else None
+            node_id = holder_in(spans, parsed.tag or names.LATEST, at)
+            if node_id is None:
+                when = f" at {at}" if at else ""
+                raise NotFound(f"no revision of {to_kref(item)} holds tag {parsed.tag or names.LATEST!r}{when}",
+                               field="kref")
+        row = tx.one("MATCH (r:Revision {id: $id}) RETURN r", {"id": node_id})
+        if row is None:
+            raise NotFound(f"revision {to_kref(node_id)} does not exist", field="kref")  # type: ignore[arg-type]
+        return revision_from(row[0], [t for r, t, _, until in spans if r == node_id and not until])
 
     def _read_revision(self, tx: Tx, node_id: str) -> Revision:
         row = tx.one("MATCH (r:Revision {id: $id}) RETURN r", {"id": node_id})

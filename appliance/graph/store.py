@@ -81,7 +81,7 @@ class GraphStore(BundleStore, ArtifactStore, LinkStore):
             item = item_from(tx.one("MATCH (i:Item {id: $id}) RETURN i", {"id": found.item})[0])  # type: ignore[index]
             target = "artifact" if parsed.artifact else "revision" if parsed.revision else "item"
             try:
-                revision = self._read_revision(tx, locate_revision(tx, parsed, self.default_project))
+                revision = self._find_revision(tx, parsed)
             except NotFound:
                 if target != "item" or parsed.tag or parsed.time:
                     raise
