@@ -6,7 +6,8 @@ Measures, on a real Kùzu database in a temporary directory:
 * single write latency (create_revision on an existing item, one transaction each): p50/p95 ms
 * bulk insert throughput (create_revisions and create_edges, 5,000 rows per transaction): rows/s
 * item lookup by kref (get_item) and revision resolution (get_revision of an item kref → latest): p50/p95 ms
-* 3-hop outgoing traversal (each revision has 3 edges to random earlier ones) at each size: p50/p95 ms
+* 3-hop outgoing traversal (each revision has 3 edges to random earlier ones) at each size, without and
+  with the paths: p50/p95 ms
 * resident memory and database size after loading
 """
 
@@ -26,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from appliance.graph import GraphStore, NewEdge, NewRevision  # noqa: E402
+from appliance.graph import GraphStore, NewEdge, NewRevision
 
 SPACES = 20
 EDGES_PER_REVISION = 3
@@ -40,11 +41,11 @@ def percentiles(samples: list[float]) -> dict[str, float]:
             "mean_ms": round(statistics.fmean(ordered) * 1000, 3), "n": len(ordered)}
 
 
-def timed(fn: Callable[[], object], repeat: int) -> list[float]:
+def timed(fn: Callable[[str], object], args: list[str]) -> list[float]:
     samples = []
-    for _ in range(repeat):
+    for arg in args:
         start = time.perf_counter()
-        fn()
+        fn(arg)
         samples.append(time.perf_counter() - start)
     return samples
 
@@ -79,30 +80,31 @@ def load(store: GraphStore, size: int, rng: random.Random) -> dict[str, float]:
             round((size - 1) * EDGES_PER_REVISION / edges_s), "load_seconds": round(revisions_s + edges_s, 1)}
 
 
+def measure(store: GraphStore, size: int, rng: random.Random, writes: int, lookups: int) -> dict[str, object]:
+    entry: dict[str, object] = {}
+    targets = [item_kref(rng.randrange(size)) for _ in range(lookups)]
+    entry["get_item"] = percentiles(timed(store.get_item, targets))
+    entry["get_revision_latest"] = percentiles(timed(store.get_revision, targets))
+    origins = [item_kref(rng.randrange(size // 2, size)) + "?r=1" for _ in range(lookups)]
+    reached = [len(store.traverse(o, "outgoing", max_depth=3, limit=1000).reached) for o in origins[:50]]
+    entry["traverse_3_hops"] = {
+        **percentiles(timed(lambda o: store.traverse(o, "outgoing", max_depth=3, limit=1000), origins)),
+        "mean_reached": round(statistics.fmean(reached), 1)}
+    entry["traverse_3_hops_with_paths"] = percentiles(timed(
+        lambda o: store.traverse(o, "outgoing", max_depth=3, limit=1000, include_path=True), origins[: lookups // 5]))
+    own = [item_kref(rng.randrange(size)) for _ in range(writes)]
+    entry["single_write"] = percentiles(timed(lambda k: store.create_revision(k, {"t": "x"}), own))
+    return entry
+
+
 def run(sizes: list[int], writes: int, lookups: int) -> dict[str, object]:
     rng = random.Random(42)
     report: dict[str, object] = {"benchmark": "graph", "kuzu_buffer_pool_mb": 256, "cpu_count": os.cpu_count()}
     by_size = {}
     for size in sizes:
         with tempfile.TemporaryDirectory() as scratch:
-            path = Path(scratch) / "graph.kuzu"
-            with GraphStore.open(path, buffer_pool_mb=256) as store:
-                entry: dict[str, object] = load(store, size, rng)
-                targets = [item_kref(rng.randrange(size)) for _ in range(lookups)]
-                it = iter(targets)
-                entry["get_item"] = percentiles(timed(lambda: store.get_item(next(it)), lookups))
-                it = iter(targets)
-                entry["get_revision_latest"] = percentiles(timed(lambda: store.get_revision(next(it)), lookups))
-                origins = iter([item_kref(rng.randrange(size // 2, size)) + "?r=1" for _ in range(lookups)])
-                reached: list[int] = []
-                entry["traverse_3_hops"] = percentiles(timed(
-                    lambda: reached.append(len(store.traverse(next(origins), "outgoing", max_depth=3,
-                                                              limit=1000).reached)), lookups))
-                entry["traverse_3_hops"]["mean_reached"] = round(statistics.fmean(reached), 1)  # type: ignore[index]
-                own = [item_kref(rng.randrange(size)) for _ in range(writes)]
-                it = iter(own)
-                entry["single_write"] = percentiles(timed(lambda: store.create_revision(next(it), {"t": "x"}),
-                                                          writes))
+            with GraphStore.open(Path(scratch) / "graph.kuzu", buffer_pool_mb=256) as store:
+                entry = {**load(store, size, rng), **measure(store, size, rng, writes, lookups)}
             entry["db_mb"] = round(sum(f.stat().st_size for f in Path(scratch).iterdir()) / 2**20, 1)
         entry["max_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
         by_size[str(size)] = entry

@@ -156,10 +156,11 @@ class LinkStore(StoreBase):
 
     def traverse(
         self, origin_kref: str, direction: str = "outgoing", edge_types: list[str] | None = None,
-        max_depth: int = 10, limit: int = 100,
+        max_depth: int = 10, limit: int = 100, include_path: bool = False,
     ) -> Traversal:
-        """Every revision reachable from ``origin`` within ``max_depth`` hops, each at its shortest depth
-        with one shortest path, nearest first."""
+        """Every revision reachable from ``origin`` within ``max_depth`` hops, each at its shortest depth,
+        nearest first; with ``include_path``, also one shortest path to each. Paths cost: Kùzu's
+        path-tracking search took ~140 ms for 3 hops at 100k revisions against ~16 ms without."""
         parsed = krefs.parse(origin_kref, "origin_kref")
         left, right = _ARROWS[_direction(direction)]
         types = _edge_types(edge_types)
@@ -169,32 +170,33 @@ class LinkStore(StoreBase):
 
         def job(tx: Tx) -> Traversal:
             origin = locate_revision(tx, parsed, self.default_project)
+            paths = ", properties(nodes(e), 'id'), properties(rels(e), 'edge_type')" if include_path else ""
             rows = tx.rows(
                 f"MATCH (a:Revision {{id: $id}}){left}[e:LINK* SHORTEST 1..{max_depth}{where}]{right}"
-                "(b:Revision) WHERE b.id <> $id RETURN b.id, length(e), properties(nodes(e), 'id'), "
-                "properties(rels(e), 'edge_type') ORDER BY length(e), b.id LIMIT $n",
+                f"(b:Revision) WHERE b.id <> $id RETURN b.id, length(e){paths} ORDER BY length(e), b.id LIMIT $n",
                 {"id": origin, "types": types, "n": limit + 1},
             )
-            reached = [Reached(to_kref(b), depth, _steps(via, kinds, b)) for b, depth, via, kinds in rows]
+            reached = [Reached(to_kref(row[0]), row[1], _steps(row[2], row[3], row[0]) if include_path else [])
+                       for row in rows]
             return Traversal(to_kref(origin), reached[:limit], len(reached) > limit)
 
         return self._engine.read(job)
 
     def dependencies(self, kref: str, max_depth: int = 5, edge_types: list[str] | None = None,
-                     limit: int = MAX_LIMIT) -> Traversal:
+                     limit: int = MAX_LIMIT, include_path: bool = False) -> Traversal:
         """What this revision depends on: transitive outgoing edges."""
-        return self.traverse(kref, "outgoing", edge_types, max_depth, limit)
+        return self.traverse(kref, "outgoing", edge_types, max_depth, limit, include_path)
 
     def dependents(self, kref: str, max_depth: int = 5, edge_types: list[str] | None = None,
-                   limit: int = MAX_LIMIT) -> Traversal:
+                   limit: int = MAX_LIMIT, include_path: bool = False) -> Traversal:
         """What depends on this revision: transitive incoming edges."""
-        return self.traverse(kref, "incoming", edge_types, max_depth, limit)
+        return self.traverse(kref, "incoming", edge_types, max_depth, limit, include_path)
 
     def analyze_impact(self, kref: str, max_depth: int = 10, edge_types: list[str] | None = None,
-                       limit: int = 100) -> Traversal:
-        """Revisions a change here would impact (its dependents), nearest first, with the edge types of
-        the path that reaches each."""
-        return self.dependents(kref, max_depth, edge_types, limit)
+                       limit: int = 100, include_path: bool = False) -> Traversal:
+        """Revisions a change here would impact (its dependents), nearest first; with ``include_path``,
+        the edge types of the path that reaches each (``Reached.path_types``)."""
+        return self.dependents(kref, max_depth, edge_types, limit, include_path)
 
     def shortest_path(
         self, source_kref: str, target_kref: str, edge_types: list[str] | None = None,

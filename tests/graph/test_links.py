@@ -66,7 +66,8 @@ def test_delete_edge(graph: GraphStore, chain: list[str]) -> None:
 
 
 def test_traversal_reaches_each_revision_at_its_shortest_depth(graph: GraphStore, chain: list[str]) -> None:
-    walk = graph.traverse(chain[0], "outgoing", max_depth=5)
+    assert graph.traverse(chain[0], "outgoing", max_depth=5).reached[2].path == []  # paths on request only
+    walk = graph.traverse(chain[0], "outgoing", max_depth=5, include_path=True)
     assert [(r.revision_kref, r.depth) for r in walk.reached] == [
         (chain[1], 1), (chain[3], 1), (chain[2], 2)]
     assert walk.reached[2].path_types == ["DEPENDS_ON", "DEPENDS_ON"]
@@ -90,7 +91,7 @@ def test_dependencies_dependents_and_impact(graph: GraphStore, chain: list[str])
     dependents = graph.dependents(chain[3], edge_types=["DEPENDS_ON"])
     assert [(r.revision_kref, r.depth) for r in dependents.reached] == [
         (chain[2], 1), (chain[1], 2), (chain[0], 3)]
-    impact = graph.analyze_impact(chain[3])
+    impact = graph.analyze_impact(chain[3], include_path=True)
     assert [(r.revision_kref, r.depth) for r in impact.reached][:2] == [(chain[0], 1), (chain[2], 1)]
     assert impact.reached[-1].revision_kref == chain[4]
     assert impact.reached[-1].path_types == ["REFERENCED", "DERIVED_FROM"]
