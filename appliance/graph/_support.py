@@ -173,6 +173,12 @@ class StoreBase:
     def _now(self) -> str:
         return iso(self._clock())
 
+    def _dirty(self, tx: Tx, revisions: list[str]) -> None:
+        """Mark revisions for (re)indexing: the search index outbox (docs/search.md). ``modified_at``
+        moves too, so an index sync that read the older state cannot clear the mark."""
+        tx.unwind("UNWIND $rows AS id MATCH (r:Revision {id: id}) SET r.indexed = false, r.modified_at = $now",
+                  revisions, {"now": self._now()})
+
     def _event(self, tx: Tx, routing_key: str, kref: str, details: dict[str, Any] | None = None) -> None:
         """Record a change in the audit trail, in the same transaction as the change itself."""
         tx.run(

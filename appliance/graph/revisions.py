@@ -146,7 +146,7 @@ class RevisionStore(StoreBase):
         def job(tx: Tx) -> Revision:
             node_id = locate_revision(tx, parsed, self.default_project)
             current = loads(tx.scalar("MATCH (r:Revision {id: $id}) RETURN r.metadata", {"id": node_id}))
-            tx.run("MATCH (r:Revision {id: $id}) SET r.metadata = $m, r.modified_at = $now",
+            tx.run("MATCH (r:Revision {id: $id}) SET r.metadata = $m, r.modified_at = $now, r.indexed = false",
                    {"id": node_id, "m": dumps({**current, **meta}), "now": self._now()})
             self._event(tx, "revision.updated", to_kref(node_id),
                         {"set": meta, "previous": {k: current[k] for k in meta if k in current}})
@@ -194,6 +194,7 @@ class RevisionStore(StoreBase):
             if tag_holder(tx, item_of(node_id), tag) != node_id:
                 return False
             self._close_span(tx, item_of(node_id), tag)
+            self._dirty(tx, [node_id])
             self._event(tx, "revision.untagged", to_kref(node_id), {"tag": tag})
             return True
 
@@ -209,6 +210,7 @@ class RevisionStore(StoreBase):
         tx.run("MATCH (i:Item {id: $i})-[:HAS_REVISION]->(r:Revision {id: $r}) "
                "CREATE (i)-[:TAGGED {tag: $t, since: $now, until: ''}]->(r)",
                {"i": item, "r": node_id, "t": tag, "now": now})
+        self._dirty(tx, [node_id, holder] if holder else [node_id])  # tags are filterable in the index
         if tag != names.LATEST:
             self._event(tx, "revision.tagged", to_kref(node_id), {"tag": tag, "moved_from": holder or None})
         return True

@@ -31,6 +31,7 @@ from appliance.graph.artifacts import ArtifactStore
 from appliance.graph.bundles import BundleStore
 from appliance.graph.engine import KuzuEngine, Tx
 from appliance.graph.links import LinkStore
+from appliance.graph.outbox import OutboxStore
 from appliance.graph.resolve import locate, locate_revision, space_node
 
 # table → its primary-key property
@@ -38,7 +39,7 @@ _KEYS = {"Project": "name", "Space": "path", "Item": "id", "Revision": "id", "Ar
 _COUNTED = ("Project", "Space", "Item", "Revision", "Artifact", "Event")
 
 
-class GraphStore(BundleStore, ArtifactStore, LinkStore):
+class GraphStore(BundleStore, ArtifactStore, LinkStore, OutboxStore):
     @classmethod
     def open(
         cls, path: Path, *, buffer_pool_mb: int = 256, readers: int = 4, clock: Clock = utc_now,
@@ -106,6 +107,8 @@ class GraphStore(BundleStore, ArtifactStore, LinkStore):
             stamp = "updated_at" if table == "Project" else "modified_at"
             tx.run(f"MATCH (n:{table} {{{_KEYS[table]}: $k}}) SET n.deprecated = $d, n.{stamp} = $now",
                    {"k": key, "d": deprecated, "now": self._now()})
+            if table in ("Item", "Revision"):  # deprecation hides rows in the search index
+                self._dirty(tx, [key] if table == "Revision" else self._revision_ids(tx, key))
             verb = "deprecated" if deprecated else "restored"
             self._event(tx, f"{table.lower()}.{verb}", _entity_kref(table, key))
             return self.resolve(_entity_kref(table, key))
@@ -139,6 +142,8 @@ class GraphStore(BundleStore, ArtifactStore, LinkStore):
         stamp = "updated_at" if table == "Project" else "modified_at"
         tx.run(f"MATCH (n:{table} {{{_KEYS[table]}: $k}}) SET n.metadata = $m, n.{stamp} = $now",
                {"k": node_key, "m": dumps(meta), "now": self._now()})
+        if table == "Revision":
+            self._dirty(tx, [node_key])
         self._event(tx, f"{table.lower()}.attribute", _entity_kref(table, node_key),
                     {"key": key, "value": value, "previous": previous})
         return Attribute(key, previous if value is None else value, True)
@@ -164,6 +169,9 @@ class GraphStore(BundleStore, ArtifactStore, LinkStore):
         if parsed.revision or parsed.tag or parsed.time:
             return "Revision", locate_revision(tx, parsed, self.default_project)
         return "Item", found.item
+
+    def _revision_ids(self, tx: Tx, item: str) -> list[str]:
+        return [r[0] for r in tx.rows("MATCH (:Item {id: $i})-[:HAS_REVISION]->(r) RETURN r.id", {"i": item})]
 
     # -- audit trail and statistics ---------------------------------------------------------------------
     def events(self, after: int = 0, limit: int = 100) -> list[dict[str, Any]]:

@@ -1,0 +1,56 @@
+"""What a search asks for, independent of the index that answers it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from appliance.core import kref as krefs
+
+Mode = Literal["hybrid", "vector", "text"]
+
+
+@dataclass(frozen=True)
+class SearchFilter:
+    """Pre-filters. ``spaces`` match by path segments: ``/P/a`` selects ``/P/a`` and ``/P/a/b`` but not
+    ``/P/ab``. Several values in one field mean any of them."""
+
+    project: str | None = None
+    spaces: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = ()
+    memory_types: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    include_deprecated: bool = False
+
+    def __post_init__(self) -> None:
+        normal = tuple(krefs.space_path(krefs.parse_space_path(s, "space_paths")) for s in self.spaces)
+        object.__setattr__(self, "spaces", normal)
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    query: str
+    filter: SearchFilter = field(default_factory=SearchFilter)
+    mode: Mode = "hybrid"
+    limit: int = 10
+    min_score: float = 0.0
+
+
+def ancestors(space: str) -> list[str]:
+    """``/P/a/b`` → ``["/P", "/P/a", "/P/a/b"]``: what a space-prefix filter matches against."""
+    parts = space.strip("/").split("/")
+    return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+SEARCH_KEYS = ("title", "summary", "content", "text", "topics", "keywords", "entities", "facts", "events",
+               "decisions", "implications", "user_text", "assistant_text")
+
+
+def searchable_text(item_name: str, metadata: dict[str, str], tags: list[str]) -> str:
+    """The text a revision is found by: its semantic metadata in a fixed order, else every value."""
+    values = [metadata[k] for k in SEARCH_KEYS if metadata.get(k)]
+    if not values:
+        values = [v for k, v in sorted(metadata.items()) if v and k not in ("schema", "type")]
+        values = values or [item_name.replace("-", " ")]
+    user_tags = [t for t in tags if t not in ("latest", "published")]
+    return "\n".join(values + ([" ".join(user_tags)] if user_tags else []))

@@ -1,0 +1,1 @@
+"""Model adapters: embeddings (ONNX), later chat generation (llama.cpp) and redaction (spaCy)."""

@@ -1,0 +1,77 @@
+"""Answering a search: the vector and full-text legs, fused on the one 0..1 scale (D1)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+from lancedb.query import BooleanQuery, MatchQuery, Occur
+
+from appliance.core import scoring
+from appliance.core.scoring import Scored
+from appliance.core.search import SearchRequest
+from appliance.inference.embedding import Embedder
+from appliance.search.index import Hit, SearchIndex
+
+_TERM = re.compile(r"\w+")
+POOL = 50  # candidates each leg contributes before fusion
+
+
+def fuzziness(term: str) -> int:
+    """Edits allowed when matching a query term (as Elasticsearch's AUTO): none for short words, so that
+    "cat" does not match "car", one for 4–6 letters, two from 7 ("transprot" → "transport")."""
+    return 0 if len(term) <= 3 else 1 if len(term) <= 6 else 2
+
+
+def fuzzy_query(text: str) -> BooleanQuery | None:
+    terms = list(dict.fromkeys(t.casefold() for t in _TERM.findall(text)))[:32]
+    if not terms:
+        return None
+    return BooleanQuery([(Occur.SHOULD, MatchQuery(t, "text", fuzziness=fuzziness(t))) for t in terms])
+
+
+class SearchService:
+    def __init__(self, index: SearchIndex, embedder: Embedder) -> None:
+        self.index, self.embedder = index, embedder
+
+    def search(self, request: SearchRequest) -> list[Scored]:
+        pool = max(POOL, request.limit * 3)
+        vectors: dict[str, float] = {}
+        texts: dict[str, float] = {}
+        query_vector = None
+        if request.mode in ("hybrid", "vector"):
+            query_vector = self.embedder.embed([request.query])[0]
+            vectors = _by_kref(self.index.vector_search(query_vector, request.filter, pool))
+        if request.mode in ("hybrid", "text"):
+            texts = _by_kref(self._text_hits(request, pool))
+        if request.mode == "hybrid" and query_vector is not None:
+            vectors.update(self._cosines(query_vector, [k for k in texts if k not in vectors]))
+        scored = [self._score(request, kref, vectors.get(kref), texts.get(kref)) for kref in {**vectors, **texts}]
+        scored = [s for s in scored if s.score >= request.min_score]
+        scored.sort(key=lambda s: (-s.score, s.revision_kref))
+        return scored[: request.limit]
+
+    def _text_hits(self, request: SearchRequest, pool: int) -> list[Hit]:
+        query = fuzzy_query(request.query)
+        return self.index.text_search(query, request.filter, pool) if query is not None else []  # type: ignore[arg-type]
+
+    def _cosines(self, query_vector: np.ndarray, krefs: list[str]) -> dict[str, float]:
+        """Exact cosines for text hits the vector leg did not return, so every hybrid hit has both legs."""
+        stored = self.index.text_hashes(krefs)
+        return {k: float(np.dot(vector, query_vector)) for k, (_, vector) in stored.items()}
+
+    @staticmethod
+    def _score(request: SearchRequest, kref: str, cosine: float | None, bm25: float | None) -> Scored:
+        vector = scoring.vector_score(cosine) if cosine is not None else None
+        text = scoring.text_score(bm25) if bm25 is not None else None
+        if request.mode == "vector":
+            score = vector or 0.0
+        elif request.mode == "text":
+            score = text or 0.0
+        else:
+            score = scoring.fuse(vector, text)
+        return Scored(kref, round(score, 6), vector, text)
+
+
+def _by_kref(hits: list[Hit]) -> dict[str, float]:
+    return {h.revision_kref: h.raw for h in hits}
