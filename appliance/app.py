@@ -22,6 +22,11 @@ from appliance.admin_api.health import HealthController
 from appliance.config import Settings
 from appliance.datadir import DataDir
 from appliance.graph import GraphStore
+from appliance.inference.embedding import Embedder, HashingEmbedder, default_embedder
+from appliance.search.index import SearchIndex
+from appliance.search.service import SearchService
+from appliance.search.sync import IndexSync
+from appliance.search.worker import IndexWorker
 
 
 @dataclass(frozen=True)
@@ -29,6 +34,9 @@ class Services:
     settings: Settings
     data_dir: DataDir
     graph: GraphStore
+    index: SearchIndex
+    search: SearchService
+    index_worker: IndexWorker
 
     @property
     def token(self) -> str:
@@ -49,9 +57,22 @@ def open_services(settings: Settings) -> Iterator[Services]:
             default_project=settings.kumiho.default_project,
         )
         try:
-            yield Services(settings, data_dir, graph)
+            embedder = make_embedder(settings)
+            index = SearchIndex(data_dir.root / "index", embedder.dim, embedder.model_id)
+            worker = IndexWorker(IndexSync(graph, index, embedder), settings.search.sync_interval_seconds)
+            worker.start()
+            try:
+                yield Services(settings, data_dir, graph, index, SearchService(index, embedder), worker)
+            finally:
+                worker.stop()
         finally:
             graph.close()
+
+
+def make_embedder(settings: Settings) -> Embedder:
+    if settings.search.embedder == "hashing":
+        return HashingEmbedder()
+    return default_embedder(settings.search.embedding_threads)
 
 
 def build_app(services: Services) -> Litestar:

@@ -62,13 +62,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     settings = _settings(args, host=args.host, port=args.port)
     _configure_logging("debug" if args.debug else settings.log_level)
-    with open_services(settings) as services:
-        try:
-            sock = front.bind(settings.host, settings.port)
-        except OSError as exc:
-            raise KumihoError(
-                f"cannot listen on {settings.host}:{settings.port}: {exc.strerror}; set KUMIHO_CE_PORT "
-                "or --port to a free port") from None
+    try:
+        sock = front.bind(settings.host, settings.port)
+    except OSError as exc:
+        raise KumihoError(
+            f"cannot listen on {settings.host}:{settings.port}: {exc.strerror}; set KUMIHO_CE_PORT "
+            "or --port to a free port") from None
+    with sock, open_services(settings) as services:
         if not settings.is_loopback:
             log.warning("bound beyond loopback (%s): every request but /api/_live needs the bearer token "
                         "from %s", settings.host, services.data_dir.token_path)

@@ -41,6 +41,15 @@ class GraphSettings(_Section):
     readers: int = Field(4, ge=1, le=64, description="Read connections in the pool")
 
 
+class SearchSettings(_Section):
+    embedder: Literal["minilm", "hashing"] = Field(
+        "minilm", description="minilm = the bundled all-MiniLM-L6-v2 int8 ONNX model; hashing = a tiny "
+        "deterministic embedder (tests, machines without the model)")
+    embedding_threads: int = Field(0, ge=0, le=64, description="onnxruntime threads; 0 = every core")
+    sync_interval_seconds: float = Field(2.0, gt=0, le=3600, description="how often pending index rows are "
+                                         "written when no write wakes the index sync sooner")
+
+
 class MemoryPolicy(_Section):
     max_entries_per_namespace: int = Field(0, ge=0, description="0 = unlimited")
     max_entries_per_category: int = Field(0, ge=0, description="0 = unlimited")
@@ -95,6 +104,7 @@ class Settings(BaseSettings):
     )
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log to stderr at this level")
     graph: GraphSettings = Field(default_factory=GraphSettings)
+    search: SearchSettings = Field(default_factory=SearchSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
     kumiho: KumihoSettings = Field(default_factory=KumihoSettings)
 

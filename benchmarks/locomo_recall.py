@@ -21,12 +21,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from appliance.core.search import SearchFilter, SearchRequest  # noqa: E402
-from appliance.graph import GraphStore, NewRevision  # noqa: E402
-from appliance.inference.embedding import Embedder, HashingEmbedder, default_embedder  # noqa: E402
-from appliance.search.index import SearchIndex  # noqa: E402
-from appliance.search.service import SearchService  # noqa: E402
-from appliance.search.sync import IndexSync  # noqa: E402
+from appliance.core.search import SearchFilter, SearchRequest
+from appliance.graph import GraphStore, NewRevision
+from appliance.inference.embedding import Embedder, HashingEmbedder, default_embedder
+from appliance.search.index import SearchIndex
+from appliance.search.service import SearchService
+from appliance.search.sync import IndexSync
 
 MODES = ("hybrid", "vector", "text")
 KS = (5, 10)

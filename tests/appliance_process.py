@@ -26,7 +26,9 @@ def free_port() -> int:
 
 def cli_env(data_dir: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KUMIHO_CE_")}
-    env.update({"KUMIHO_CE_DATA_DIR": str(data_dir), "XDG_CONFIG_HOME": str(data_dir.parent / "no-config")})
+    env.update({"KUMIHO_CE_DATA_DIR": str(data_dir), "XDG_CONFIG_HOME": str(data_dir.parent / "no-config"),
+                # the tiny deterministic embedder keeps process start fast; tests/search covers the real model
+                "KUMIHO_CE_SEARCH__EMBEDDER": "hashing"})
     env.update(extra)
     return env
 

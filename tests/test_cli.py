@@ -25,6 +25,12 @@ def test_serve_answers_the_live_probe_kumiho_clients_use(tmp_path: Path) -> None
     assert (tmp_path / "data" / "graph" / "graph.kuzu").exists()
 
 
+def test_serve_starts_with_the_bundled_embedding_model(tmp_path: Path) -> None:
+    with serve(tmp_path / "data", KUMIHO_CE_SEARCH__EMBEDDER="minilm") as app:
+        assert httpx.get(app.base_url + "/api/_ready").json()["search"]["embedder"] == "all-MiniLM-L6-v2-onnx-int8"
+        assert (app.data_dir / "index").is_dir()
+
+
 def test_the_openapi_schema_is_served_offline(tmp_path: Path) -> None:
     with serve(tmp_path / "data") as app:
         schema = httpx.get(app.base_url + "/api/schema/openapi.json").json()

@@ -22,6 +22,9 @@ class HealthController(Controller):
 
     @get("/_ready", summary="Readiness: the graph is open and its schema current", sync_to_thread=True)
     def ready(self, state: State) -> dict[str, Any]:
-        graph = state.services.graph
+        services = state.services
         return {"status": "ready", "deployment_mode": DEPLOYMENT_MODE, "version": __version__,
-                "schema_version": graph.schema_version()}
+                "schema_version": services.graph.schema_version(),
+                "search": {"embedder": services.index.model_id, "rows": services.index.count(),
+                           "pending": services.graph.pending_count(),
+                           "sync_error": services.index_worker.last_error}}

@@ -99,6 +99,7 @@ class KuzuEngine:
         self._writer_conn = kuzu.Connection(self._db)
         self._writer = threading.Thread(target=self._write_loop, name="kuzu-writer", daemon=True)
         self._closed = False
+        self.on_commit: list[Callable[[], None]] = []  # called on the writer thread after each commit
         if not read_only:
             self._writer.start()
 
@@ -131,6 +132,8 @@ class KuzuEngine:
                 future.set_exception(_as_kumiho_error(exc))
             else:
                 future.set_result(result)
+                for listener in self.on_commit:
+                    listener()
 
     def _rollback(self) -> None:
         with contextlib.suppress(RuntimeError):  # no active transaction: BEGIN itself failed

@@ -8,6 +8,7 @@ opening/closing. Nothing outside ``appliance.graph`` imports kuzu.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,14 @@ class GraphStore(BundleStore, ArtifactStore, LinkStore, OutboxStore):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def subscribe(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` (on the writer thread, so it must be quick) after every committed write."""
+        self._engine.on_commit.append(listener)
+
+    def unsubscribe(self, listener: Callable[[], None]) -> None:
+        if listener in self._engine.on_commit:
+            self._engine.on_commit.remove(listener)
 
     def schema_version(self) -> int:
         return self._engine.read(schema.current_version)

@@ -71,14 +71,17 @@ class SearchIndex:
         self._meta_path = path / "index.json"
         self._lock = threading.Lock()  # LanceDB writes (and optimize) from one thread at a time
         self._fts_ready = False
-        if TABLE in self._db.table_names() and not self._compatible():
+        if self._has_table() and not self._compatible():
             log.warning("search index was built with another embedding model: dropping it for a rebuild")
             self._db.drop_table(TABLE)
-        if TABLE not in self._db.table_names():
+        if not self._has_table():
             self._db.create_table(TABLE, schema=_schema(dim))
             self._meta_path.write_text(json.dumps({"model_id": model_id, "dim": dim}))
         self._table = self._db.open_table(TABLE)
         self._fts_ready = any(i.index_type == "FTS" for i in self._table.list_indices())
+
+    def _has_table(self) -> bool:
+        return TABLE in (self._db.list_tables().tables or [])
 
     def _compatible(self) -> bool:
         try:
@@ -132,7 +135,10 @@ class SearchIndex:
         return int(self._table.count_rows())
 
     def revision_krefs(self) -> set[str]:
-        table = self._table.to_lance().to_table(columns=["revision_kref"])
+        count = self.count()
+        if not count:
+            return set()
+        table = self._table.search().select(["revision_kref"]).limit(count).to_arrow()
         return set(table.column("revision_kref").to_pylist())
 
     def text_hashes(self, revision_krefs: list[str]) -> dict[str, tuple[str, np.ndarray]]:

@@ -1,0 +1,60 @@
+"""The background index sync: repairs the index on start, then writes pending rows soon after each commit."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from appliance.search.sync import IndexSync
+
+log = logging.getLogger(__name__)
+
+
+class IndexWorker:
+    def __init__(self, sync: IndexSync, interval: float = 2.0) -> None:
+        self.sync, self.interval = sync, interval
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._idle = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="index-sync", daemon=True)
+        self.last_error: str | None = None
+
+    def start(self) -> None:
+        self.sync.graph.subscribe(self._wake.set)  # a graph commit wakes the sync
+        self._thread.start()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def wait_idle(self, timeout: float = 30.0) -> bool:
+        """Block until everything pending has been indexed (tests, read-your-writes callers)."""
+        self._idle.clear()
+        self._wake.set()
+        return self._idle.wait(timeout)
+
+    def _loop(self) -> None:
+        first = True
+        while not self._stop.is_set():
+            try:
+                if first:
+                    repair = self.sync.repair()
+                    log.info("search index ready: %d rows written, %d stale removed, %d requeued",
+                             repair.indexed, repair.removed, repair.requeued)
+                    first = False
+                while self._wake.is_set() and not self._stop.is_set():
+                    self._wake.clear()
+                    self.sync.run_pending()
+                self.last_error = None
+            except Exception as exc:  # keep serving; the outbox keeps the work for the next round
+                self.last_error = str(exc)
+                log.error("index sync failed (%s); retrying in %.0f s", exc, self.interval)
+                log.debug("index sync failure", exc_info=True)
+            self._idle.set()
+            self._wake.wait(self.interval)
+            self._wake.set()  # a timeout also runs a round: rows may be pending from before
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout=30)
+        self.sync.graph.unsubscribe(self._wake.set)
