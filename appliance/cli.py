@@ -1,4 +1,4 @@
-"""The ``kumiho-ce`` command line: serve | doctor | config show | version.
+"""The ``kumiho-ce`` command line: serve | doctor | config show | reindex | version.
 
 Errors the user can act on print one line (``kumiho-ce: error: …``) and exit with status 2; nothing
 prints a stack trace unless ``--debug`` asks for it.
@@ -38,6 +38,8 @@ def _parser() -> argparse.ArgumentParser:
     config = commands.add_parser("config", help="configuration")
     config_commands = config.add_subparsers(dest="config_command", required=True, metavar="ACTION")
     config_commands.add_parser("show", help="print the effective configuration (secrets masked)")
+
+    commands.add_parser("reindex", help="rebuild the search index from the graph (appliance stopped)")
 
     commands.add_parser("version", help="print the version")
     return parser
@@ -89,6 +91,35 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 1 if any(c.status == "fail" for c in checks) else 0
 
 
+def cmd_reindex(args: argparse.Namespace) -> int:
+    """Rebuild every index row with a progress bar. The running appliance owns the data directory (and
+    keeps its index in step by itself), so this needs it stopped."""
+    from tqdm import tqdm
+
+    from appliance.app import make_embedder
+    from appliance.datadir import DataDir
+    from appliance.graph import GraphStore
+    from appliance.search.index import SearchIndex
+    from appliance.search.sync import IndexSync
+
+    settings = _settings(args)
+    _configure_logging("debug" if args.debug else "warning")
+    data_dir = DataDir(settings.data_dir)
+    data_dir.ensure()
+    with data_dir.lock(), GraphStore.open(data_dir.graph_path, buffer_pool_mb=settings.graph.buffer_pool_mb,
+                                          default_project=settings.kumiho.default_project) as graph:
+        embedder = make_embedder(settings)
+        index = SearchIndex(data_dir.root / "index", embedder.dim, embedder.model_id)
+        with tqdm(total=len(graph.revision_krefs()), unit="rev", desc="reindex", file=sys.stderr) as bar:
+            def progress(done: int, total: int) -> None:
+                bar.total = total
+                bar.update(done - bar.n)
+
+            written = IndexSync(graph, index, embedder).reindex(progress)
+    print(f"reindexed {written} revisions with {embedder.model_id}; the index holds {index.count()} rows")
+    return 0
+
+
 def cmd_config(args: argparse.Namespace) -> int:
     path = resolve_config_path(args.config)
     settings = _settings(args)
@@ -100,7 +131,7 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    handlers = {"serve": cmd_serve, "doctor": cmd_doctor, "config": cmd_config,
+    handlers = {"serve": cmd_serve, "doctor": cmd_doctor, "config": cmd_config, "reindex": cmd_reindex,
                 "version": lambda _: print(__version__) or 0}
     try:
         return handlers[args.command](args)  # type: ignore[no-any-return]

@@ -147,3 +147,20 @@ def test_config_show_prints_the_effective_configuration(tmp_path: Path) -> None:
 def test_python_dash_m_and_the_version(tmp_path: Path) -> None:
     result = kumiho_ce("version", env=cli_env(tmp_path))
     assert result.returncode == 0 and result.stdout.strip() == "0.1.0"
+
+
+def test_reindex_rebuilds_the_index_and_refuses_while_the_appliance_runs(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with serve(data) as app:
+        refused = kumiho_ce("reindex", env=cli_env(data))
+        assert refused.returncode == 2 and f"pid {app.process.pid}" in refused.stderr
+        app.stop()
+    from appliance.graph import GraphStore
+
+    with GraphStore.open(data / "graph" / "graph.kuzu", buffer_pool_mb=64) as graph:
+        graph.ensure_space("/CognitiveMemory/notes")
+        graph.create_revision(graph.create_item("/CognitiveMemory/notes", "n1", "conversation").kref, {"title": "x"})
+    result = kumiho_ce("reindex", env=cli_env(data))
+    assert result.returncode == 0, result.stderr
+    assert "reindexed 1 revisions with hashing-384; the index holds 1 rows" in result.stdout
+    assert "Traceback" not in result.stderr

@@ -35,23 +35,25 @@ class IndexWorker:
     def _loop(self) -> None:
         first = True
         while not self._stop.is_set():
+            self._wake.clear()
             try:
                 if first:
                     repair = self.sync.repair()
                     log.info("search index ready: %d rows written, %d stale removed, %d requeued",
                              repair.indexed, repair.removed, repair.requeued)
                     first = False
-                while self._wake.is_set() and not self._stop.is_set():
-                    self._wake.clear()
-                    self.sync.run_pending()
+                self.sync.run_pending()
                 self.last_error = None
             except Exception as exc:  # keep serving; the outbox keeps the work for the next round
                 self.last_error = str(exc)
                 log.error("index sync failed (%s); retrying in %.0f s", exc, self.interval)
                 log.debug("index sync failure", exc_info=True)
+                self._stop.wait(self.interval)  # back off: a failing round must not spin
+                continue
+            if self._wake.is_set():
+                continue  # a commit landed during the round
             self._idle.set()
-            self._wake.wait(self.interval)
-            self._wake.set()  # a timeout also runs a round: rows may be pending from before
+            self._wake.wait(self.interval)  # a commit wakes us early; otherwise a periodic round
 
     def stop(self) -> None:
         self._stop.set()
