@@ -26,7 +26,7 @@ from appliance.errors import StorageError
 log = logging.getLogger(__name__)
 
 TABLE = "revisions"
-ANN_MIN_ROWS = 20_000  # below this an exact scan is fast enough and perfectly accurate
+ANN_MIN_ROWS = 5_000  # below this an exact scan is about as fast and perfectly accurate
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,7 @@ class IndexRow:
 class Hit:
     revision_kref: str
     raw: float  # cosine similarity (vector) or BM25 (text)
+    vector: np.ndarray | None = None
 
 
 def _schema(dim: int) -> pa.Schema:
@@ -164,8 +165,11 @@ class SearchIndex:
         found = query.select(["revision_kref", "_distance"]).limit(limit).to_list()
         return [Hit(r["revision_kref"], 1.0 - float(r["_distance"])) for r in found]
 
-    def text_search(self, text: str | FullTextQuery, where: SearchFilter, limit: int) -> list[Hit]:
-        """BM25 hits for a plain string or a structured (e.g. fuzzy) full-text query."""
+    def text_search(self, text: str | FullTextQuery, where: SearchFilter, limit: int,
+                    with_vectors: bool = False) -> list[Hit]:
+        """BM25 hits for a plain string or a structured (e.g. fuzzy) full-text query; ``with_vectors``
+        returns each hit's stored vector too (hybrid search scores text hits by meaning without another
+        query)."""
         if not self._fts_ready or (isinstance(text, str) and not text.strip()):
             return []
         query = (self._table.search(text, query_type="fts", fts_columns="text") if isinstance(text, str)
@@ -173,8 +177,10 @@ class SearchIndex:
         clause = to_sql(where)
         if clause:
             query = query.where(clause, prefilter=True)
-        found = query.select(["revision_kref", "_score"]).limit(limit).to_list()
-        return [Hit(r["revision_kref"], float(r["_score"])) for r in found]
+        columns = ["revision_kref", "_score", *(["vector"] if with_vectors else [])]
+        found = query.select(columns).limit(limit).to_list()
+        return [Hit(r["revision_kref"], float(r["_score"]),
+                    np.asarray(r["vector"], dtype=np.float32) if with_vectors else None) for r in found]
 
 
 def _as_record(row: IndexRow) -> dict[str, Any]:
