@@ -77,18 +77,27 @@ class SearchIndex:
             self._db.drop_table(TABLE)
         if not self._has_table():
             self._db.create_table(TABLE, schema=_schema(dim))
-            self._meta_path.write_text(json.dumps({"model_id": model_id, "dim": dim}))
+            self._meta_path.unlink(missing_ok=True)
+            self._write_meta(model_id=model_id, dim=dim)
         self._table = self._db.open_table(TABLE)
         self._fts_ready = any(i.index_type == "FTS" for i in self._table.list_indices())
 
     def _has_table(self) -> bool:
         return TABLE in (self._db.list_tables().tables or [])
 
-    def _compatible(self) -> bool:
+    def _meta(self) -> dict[str, Any]:
         try:
-            meta = json.loads(self._meta_path.read_text())
+            return dict(json.loads(self._meta_path.read_text()))
         except (OSError, ValueError):
-            return False
+            return {}
+
+    def _write_meta(self, **values: Any) -> None:
+        temp = self._meta_path.with_suffix(".tmp")
+        temp.write_text(json.dumps({**self._meta(), **values}))
+        temp.replace(self._meta_path)
+
+    def _compatible(self) -> bool:
+        meta = self._meta()
         return bool(meta.get("model_id") == self.model_id and meta.get("dim") == self.dim)
 
     @property
@@ -121,10 +130,15 @@ class SearchIndex:
                 self._table.create_index("text", config=FTS(with_position=False), replace=True)
                 self._fts_ready = True
         count = self._table.count_rows()
-        if count >= ANN_MIN_ROWS and not any(i.index_type.startswith("IVF") for i in self._table.list_indices()):
+        trained_on = self._meta().get("ann_rows", 0)
+        # (Re)train the ANN index once the table is big enough, and again whenever it has grown fourfold:
+        # partitions trained on few rows get crowded (sqrt(n) partitions keep ~sqrt(n) rows each).
+        if count >= ANN_MIN_ROWS and (not trained_on or count >= 4 * trained_on):
             with self._lock:
                 partitions = max(16, int(math.sqrt(count)))
-                self._table.create_index("vector", config=IvfSq(distance_type="cosine", num_partitions=partitions))
+                self._table.create_index("vector", config=IvfSq(distance_type="cosine", num_partitions=partitions),
+                                         replace=True)
+                self._write_meta(ann_rows=count)
 
     def optimize(self) -> None:
         """Fold new rows into the indices and compact files (run when the writer is idle)."""
