@@ -19,6 +19,7 @@ from appliance import __version__
 from appliance.admin_api.auth import token_guard
 from appliance.admin_api.errors import HANDLERS
 from appliance.admin_api.health import HealthController
+from appliance.admin_api.search import SearchController
 from appliance.config import Settings
 from appliance.datadir import DataDir
 from appliance.graph import GraphStore
@@ -78,7 +79,7 @@ def make_embedder(settings: Settings) -> Embedder:
 def build_app(services: Services) -> Litestar:
     middleware = [] if services.settings.is_loopback else [token_guard(services.token)]
     return Litestar(
-        route_handlers=[HealthController],
+        route_handlers=[HealthController, SearchController],
         state=State({"services": services}),
         exception_handlers=HANDLERS,  # type: ignore[arg-type]
         middleware=middleware,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import httpx
@@ -164,3 +165,26 @@ def test_reindex_rebuilds_the_index_and_refuses_while_the_appliance_runs(tmp_pat
     assert result.returncode == 0, result.stderr
     assert "reindexed 1 revisions with hashing-384; the index holds 1 rows" in result.stdout
     assert "Traceback" not in result.stderr
+
+
+def test_a_memory_written_to_the_graph_is_found_over_http(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with serve(data) as app:
+        app.stop()
+    from appliance.graph import GraphStore
+
+    with GraphStore.open(data / "graph" / "graph.kuzu", buffer_pool_mb=64) as graph:
+        graph.ensure_space("/CognitiveMemory/notes")
+        item = graph.create_item("/CognitiveMemory/notes", "grpc", "conversation").kref
+        graph.create_revision(item, {"title": "Transport", "summary": "The transport layer uses gRPC"})
+    with serve(data) as app:  # the index sync picks the revision up on start
+        deadline = time.monotonic() + 30
+        while httpx.get(app.base_url + "/api/_ready").json()["search"]["pending"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        found = httpx.get(app.base_url + "/api/v1/search", params={"q": "transprot", "mode": "text"}).json()
+        assert [r["revision_kref"] for r in found["results"]] == [item + "?r=1"]
+        assert 0 < found["results"][0]["score"] <= 1
+        bad = httpx.get(app.base_url + "/api/v1/search", params={"q": "x", "space": "/bad path"})
+        assert bad.status_code == 400 and "space" in bad.json()["error"]["message"]
+        missing = httpx.get(app.base_url + "/api/v1/search")
+        assert missing.status_code == 400

@@ -1,0 +1,44 @@
+"""``GET /api/v1/search``: the search engine over HTTP (the MCP tools build their recall on the same service)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from litestar import Controller, get
+from litestar.datastructures import State
+from litestar.params import Parameter
+
+from appliance.core.search import SearchFilter, SearchRequest
+from appliance.errors import InvalidArgument
+
+
+class SearchController(Controller):
+    path = "/api/v1/search"
+    tags = ("search",)  # type: ignore[assignment]
+
+    @get("/", summary="Hybrid, vector or full-text search over memories (scores on one 0..1 scale)",
+         sync_to_thread=True)
+    def search(
+        self,
+        state: State,
+        q: Annotated[str, Parameter(description="the query", min_length=1, max_length=2000)],
+        mode: Literal["hybrid", "vector", "text"] = "hybrid",
+        limit: Annotated[int, Parameter(ge=1, le=100)] = 10,
+        min_score: Annotated[float, Parameter(ge=0.0, le=1.0)] = 0.0,
+        space: Annotated[list[str] | None, Parameter(description="space path prefixes (by segment)")] = None,
+        kind: list[str] | None = None,
+        memory_type: list[str] | None = None,
+        tag: list[str] | None = None,
+        project: str | None = None,
+        include_deprecated: bool = False,
+    ) -> dict[str, Any]:
+        try:
+            where = SearchFilter(project, tuple(space or ()), tuple(kind or ()), tuple(memory_type or ()),
+                                 tuple(tag or ()), include_deprecated)
+        except InvalidArgument as exc:
+            raise InvalidArgument(exc.message.replace("space_paths", "space"), field="space") from None
+        hits = state.services.search.search(SearchRequest(q, where, mode, limit, min_score))
+        return {"query": q, "mode": mode, "count": len(hits), "results": [
+            {"revision_kref": h.revision_kref, "score": round(h.score, 4),
+             "vector_score": None if h.vector is None else round(h.vector, 4),
+             "text_score": None if h.text is None else round(h.text, 4)} for h in hits]}
