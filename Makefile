@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: install install-test run test test-long lint bench clean
+.PHONY: install install-test run test test-long lint bench bench-search bench-recall clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kumiho-ce needs Python 3.11 or newer")'
@@ -43,6 +43,15 @@ test-long: install-test
 
 bench: install
 	$(BIN)/python benchmarks/graph_bench.py
+	$(BIN)/python benchmarks/http_bench.py
+
+bench-search: install
+	$(BIN)/python benchmarks/search_bench.py
+
+# LoCoMo evidence recall by search mode; DATA= another LoCoMo-format file to evaluate on it
+DATA ?= ../shared/bench/locomo-dev.json
+bench-recall: install
+	$(BIN)/python benchmarks/locomo_recall.py --data $(DATA)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info
