@@ -6,14 +6,15 @@ import base64
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from appliance.core.kref import SCHEME, Kref, format_kref
 from appliance.core.model import Artifact, Edge, Item, Project, Revision, Space
-from appliance.errors import InvalidArgument
+from appliance.errors import AlreadyExists, InvalidArgument
 from appliance.graph.engine import KuzuEngine, Tx
 
 Clock = Callable[[], datetime]
+T = TypeVar("T")
 LOCAL_USER = "local"  # a tokenless local appliance has one user (reference §1.13)
 
 
@@ -136,6 +137,18 @@ def holder_in(spans: list[tuple[str, str, str, str]], tag: str, at: str | None =
         if name == tag and (not until if at is None else since <= at and (not until or until > at)):
             return revision
     return None
+
+
+def existing(tx: Tx, query: str, params: dict[str, Any], exists_error: bool, what: str, field: str,
+             convert: Callable[[dict[str, Any]], T]) -> T | None:
+    """The create-if-missing rule (reference §2.3): an existing entity is returned as it is, unless the
+    caller asked for ``exists_error``; None when it does not exist yet."""
+    row = tx.one(query, params)
+    if row is None:
+        return None
+    if exists_error:
+        raise AlreadyExists(f"{what} already exists", field=field)
+    return convert(row[0])
 
 
 # -- paging -----------------------------------------------------------------------------------------

@@ -5,13 +5,14 @@ from __future__ import annotations
 from appliance.core import kref as krefs
 from appliance.core import names
 from appliance.core.model import Artifact
-from appliance.errors import AlreadyExists, InvalidArgument, NotFound
+from appliance.errors import InvalidArgument, NotFound
 from appliance.graph._support import (
     LOCAL_USER,
     StoreBase,
     artifact_from,
     artifact_id,
     dumps,
+    existing,
     loads,
     to_kref,
 )
@@ -33,11 +34,10 @@ class ArtifactStore(StoreBase):
         def job(tx: Tx) -> Artifact:
             revision = locate_revision(tx, parsed, self.default_project)
             node_id = artifact_id(revision, name)
-            existing = tx.one("MATCH (a:Artifact {id: $id}) RETURN a", {"id": node_id})
-            if existing:
-                if exists_error:
-                    raise AlreadyExists(f"artifact {to_kref(node_id)} already exists", field="name")
-                return artifact_from(existing[0])
+            found = existing(tx, "MATCH (a:Artifact {id: $id}) RETURN a", {"id": node_id}, exists_error,
+                             f"artifact {to_kref(node_id)}", "name", artifact_from)
+            if found:
+                return found
             now = self._now()
             row = tx.one(
                 "MATCH (r:Revision {id: $rev}) CREATE (r)-[:HAS_ARTIFACT]->(a:Artifact {id: $id, "

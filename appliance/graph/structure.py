@@ -9,7 +9,7 @@ from typing import Any
 from appliance.core import kref as krefs
 from appliance.core import names
 from appliance.core.model import Item, Page, Project, Space
-from appliance.errors import AlreadyExists, Conflict, InvalidArgument, NotFound
+from appliance.errors import Conflict, InvalidArgument, NotFound
 from appliance.graph._support import (
     LOCAL_USER,
     StoreBase,
@@ -17,6 +17,7 @@ from appliance.graph._support import (
     decode_cursor,
     dumps,
     encode_cursor,
+    existing,
     item_from,
     item_id,
     loads,
@@ -38,11 +39,10 @@ class StructureStore(StoreBase):
         meta = names.metadata(metadata)
 
         def job(tx: Tx) -> Project:
-            existing = tx.one("MATCH (p:Project {name: $n}) RETURN p", {"n": name})
-            if existing:
-                if exists_error:
-                    raise AlreadyExists(f"project {name!r} already exists", field="name")
-                return project_from(existing[0])
+            found = existing(tx, "MATCH (p:Project {name: $n}) RETURN p", {"n": name}, exists_error,
+                             f"project {name!r}", "name", project_from)
+            if found:
+                return found
             now = self._now()
             row = tx.one(
                 "CREATE (p:Project {name: $n, project_id: $id, description: $d, created_at: $now, "
@@ -126,11 +126,10 @@ class StructureStore(StoreBase):
 
         def job(tx: Tx) -> Space:
             path = f"{parent}/{name}"
-            existing = tx.one("MATCH (s:Space {path: $p}) RETURN s", {"p": path})
-            if existing:
-                if exists_error:
-                    raise AlreadyExists(f"space {path} already exists", field="space_name")
-                return space_from(existing[0])
+            found = existing(tx, "MATCH (s:Space {path: $p}) RETURN s", {"p": path}, exists_error,
+                             f"space {path}", "space_name", space_from)
+            if found:
+                return found
             space_node(tx, parent)
             return space_from(self._create_space_node(tx, path, parent, name, meta))
 
@@ -259,11 +258,10 @@ class StructureStore(StoreBase):
         node_id = item_id(krefs.item_kref(segments[0], segments[1:], item_name, kind))
 
         def job(tx: Tx) -> Item:
-            existing = tx.one("MATCH (i:Item {id: $id}) RETURN i", {"id": node_id})
-            if existing:
-                if exists_error:
-                    raise AlreadyExists(f"item {to_kref(node_id)} already exists", field="item_name")
-                return item_from(existing[0])
+            found = existing(tx, "MATCH (i:Item {id: $id}) RETURN i", {"id": node_id}, exists_error,
+                             f"item {to_kref(node_id)}", "item_name", item_from)
+            if found:
+                return found
             space_node(tx, krefs.space_path(segments))
             node = self._create_item_node(tx, node_id, segments, item_name, kind, meta)
             self._event(tx, "item.created", to_kref(node_id))
