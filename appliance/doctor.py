@@ -40,7 +40,24 @@ def run_checks(settings: Settings) -> list[Check]:
         checks.append(Check("lock", "ok", "free: no kumiho-ce process owns this data directory"))
         checks.append(_check_database(data_dir))
     checks.append(_check_disk(data_dir))
+    checks.append(_check_embedding_model(settings))
     return checks
+
+
+def _check_embedding_model(settings: Settings) -> Check:
+    if settings.search.embedder == "hashing":
+        return Check("models", "warn", "search uses the tiny hashing embedder (search.embedder = \"hashing\"): "
+                     "fine for tests, poor recall for real use")
+    from appliance.inference.models import manifest, model_file, verified
+
+    entry = manifest()["embedding"]["minilm-int8"]
+    try:
+        for part in (model_file(entry), model_file(entry["tokenizer"])):
+            verified(part.locate(), part.sha256, part.size)
+    except KumihoError as exc:
+        return Check("models", "fail", exc.message)
+    return Check("models", "ok", f"embedding model {entry['package']} {entry['package_version']} and its "
+                 "tokenizer present, sha256 verified")
 
 
 def _check_data_dir(data_dir: DataDir) -> Check:

