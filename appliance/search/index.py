@@ -100,11 +100,6 @@ class SearchIndex:
         meta = self._meta()
         return bool(meta.get("model_id") == self.model_id and meta.get("dim") == self.dim)
 
-    @property
-    def rebuilt(self) -> bool:
-        """True when this index is new (or was dropped), so every revision must be indexed."""
-        return self._table.count_rows() == 0
-
     # -- writes ---------------------------------------------------------------------------------------
     def upsert(self, rows: list[IndexRow]) -> None:
         if not rows:
@@ -163,13 +158,6 @@ class SearchIndex:
         found = (self._table.search().where("revision_kref IN (" + ", ".join(map(_quote, revision_krefs)) + ")")
                  .select(["revision_kref", "text_hash", "vector"]).limit(len(revision_krefs)).to_list())
         return {r["revision_kref"]: (r["text_hash"], np.asarray(r["vector"], dtype=np.float32)) for r in found}
-
-    def rows(self, revision_krefs: list[str]) -> dict[str, dict[str, Any]]:
-        if not revision_krefs:
-            return {}
-        found = (self._table.search().where("revision_kref IN (" + ", ".join(map(_quote, revision_krefs)) + ")")
-                 .limit(len(revision_krefs)).to_list())
-        return {r["revision_kref"]: r for r in found}
 
     def vector_search(self, vector: np.ndarray, where: SearchFilter, limit: int) -> list[Hit]:
         query = self._table.search(vector.astype(np.float32), vector_column_name="vector").distance_type("cosine")

@@ -81,6 +81,3 @@ class SearchService:
             score = scoring.fuse(vector, text)
         return Scored(kref, round(score, 6), vector, text)
 
-
-def _by_kref(hits: list[Hit]) -> dict[str, float]:
-    return {h.revision_kref: h.raw for h in hits}

@@ -120,7 +120,7 @@ def test_reindex_rebuilds_every_row(stack: Stack) -> None:
 def test_another_embedding_model_means_a_rebuild(stack: Stack) -> None:
     populate(stack)
     other = SearchIndex(stack.root / "index", 16, "another-model")
-    assert other.rebuilt and other.count() == 0
+    assert other.count() == 0 and other.model_id == "another-model"
 
 
 class CountingEmbedder:
