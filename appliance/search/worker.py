@@ -10,9 +10,13 @@ from appliance.search.sync import IndexSync
 log = logging.getLogger(__name__)
 
 
+OPTIMIZE_EVERY = 2_000  # rows written before the index files are compacted and new rows folded into indices
+
+
 class IndexWorker:
-    def __init__(self, sync: IndexSync, interval: float = 2.0) -> None:
-        self.sync, self.interval = sync, interval
+    def __init__(self, sync: IndexSync, interval: float = 2.0, optimize_every: int = OPTIMIZE_EVERY) -> None:
+        self.sync, self.interval, self.optimize_every = sync, interval, optimize_every
+        self._written = 0
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._idle = threading.Event()
@@ -39,10 +43,14 @@ class IndexWorker:
             try:
                 if first:
                     repair = self.sync.repair()
+                    self._written += repair.indexed
                     log.info("search index ready: %d rows written, %d stale removed, %d requeued",
                              repair.indexed, repair.removed, repair.requeued)
                     first = False
-                self.sync.run_pending()
+                self._written += self.sync.run_pending()
+                if self._written >= self.optimize_every and not self._wake.is_set():
+                    self.sync.index.optimize()  # only this thread writes the index: safe while idle
+                    self._written = 0
                 self.last_error = None
             except Exception as exc:  # keep serving; the outbox keeps the work for the next round
                 self.last_error = str(exc)

@@ -39,3 +39,18 @@ def test_a_failing_round_backs_off_instead_of_spinning(stack: Stack) -> None:
         worker.stop()
     assert worker.last_error == "index unavailable"
     assert 1 <= len(calls) <= 8  # about one round per interval, not thousands
+
+
+def test_the_index_is_optimised_once_enough_rows_were_written(stack: Stack) -> None:
+    optimised: list[int] = []
+    original = stack.index.optimize
+    stack.index.optimize = lambda: optimised.append(stack.index.count()) or original()  # type: ignore[method-assign]
+    worker = IndexWorker(stack.sync, interval=60, optimize_every=3)
+    worker.start()
+    try:
+        for n in range(3):
+            stack.memory("/P/a", f"m{n}", "title", f"note number {n}")
+            assert worker.wait_idle(30)
+    finally:
+        worker.stop()
+    assert optimised == [3]
