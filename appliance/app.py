@@ -22,8 +22,10 @@ from appliance.admin_api.health import HealthController
 from appliance.admin_api.search import SearchController
 from appliance.config import Settings
 from appliance.datadir import DataDir
+from appliance.errors import ConfigError
 from appliance.graph import GraphStore
-from appliance.inference.embedding import Embedder, HashingEmbedder, default_embedder
+from appliance.inference.embedding import Embedder, HashingEmbedder, OnnxEmbedder, default_embedder
+from appliance.inference.models import verified
 from appliance.search.index import SearchIndex
 from appliance.search.service import SearchService
 from appliance.search.sync import IndexSync
@@ -71,9 +73,16 @@ def open_services(settings: Settings) -> Iterator[Services]:
 
 
 def make_embedder(settings: Settings) -> Embedder:
-    if settings.search.embedder == "hashing":
+    search = settings.search
+    if search.embedder == "hashing":
         return HashingEmbedder()
-    return default_embedder(settings.search.embedding_threads)
+    if search.embedder == "onnx":
+        if not search.model_path or not search.tokenizer_path:
+            raise ConfigError("search.embedder = \"onnx\" needs search.model_path and search.tokenizer_path")
+        model = verified(search.model_path, search.model_sha256)
+        return OnnxEmbedder(model, verified(search.tokenizer_path, None), model_id=f"onnx:{model.name}",
+                            threads=search.embedding_threads)
+    return default_embedder(search.embedding_threads)
 
 
 def build_app(services: Services) -> Litestar:

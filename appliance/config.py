@@ -42,9 +42,13 @@ class GraphSettings(_Section):
 
 
 class SearchSettings(_Section):
-    embedder: Literal["minilm", "hashing"] = Field(
-        "minilm", description="minilm = the bundled all-MiniLM-L6-v2 int8 ONNX model; hashing = a tiny "
-        "deterministic embedder (tests, machines without the model)")
+    embedder: Literal["minilm", "onnx", "hashing"] = Field(
+        "minilm", description="minilm = the bundled all-MiniLM-L6-v2 int8 ONNX model; onnx = your own "
+        "sentence-embedding ONNX model (model_path, tokenizer_path); hashing = a tiny deterministic embedder "
+        "(tests only)")
+    model_path: Path | None = Field(None, description="embedder = onnx: the .onnx file (BERT-style, mean pooling)")
+    tokenizer_path: Path | None = Field(None, description="embedder = onnx: its tokenizer.json")
+    model_sha256: str | None = Field(None, description="embedder = onnx: refuse the file unless it has this sha256")
     embedding_threads: int = Field(0, ge=0, le=64, description="onnxruntime threads; 0 = every core")
     sync_interval_seconds: float = Field(2.0, gt=0, le=3600, description="how often pending index rows are "
                                          "written when no write wakes the index sync sooner")

@@ -44,3 +44,20 @@ def test_scores_fall_in_the_d1_bands(make_stack: Callable[..., Stack]) -> None:
     assert hits["dup"] >= 0.6, hits  # near-duplicate: 0.6–0.8 or more
     assert 0.35 <= hits["related"] < hits["dup"], hits
     assert hits["unrelated"] <= 0.35, hits  # unrelated: 0.2–0.35
+
+
+def test_operators_can_point_at_their_own_onnx_model(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from appliance.app import make_embedder
+    from appliance.config import load_settings
+    from appliance.inference.models import manifest, model_file
+
+    entry = manifest()["embedding"]["minilm-int8"]
+    model, tokenizer = model_file(entry).locate(), model_file(entry["tokenizer"]).locate()
+    own = make_embedder(load_settings(None, search={"embedder": "onnx", "model_path": model,
+                                                    "tokenizer_path": tokenizer, "model_sha256": entry["sha256"]}))
+    assert own.model_id == "onnx:model.onnx" and own.embed(["hello"]).shape == (1, 384)
+    with pytest.raises(ConfigError, match="sha256"):
+        make_embedder(load_settings(None, search={"embedder": "onnx", "model_path": model,
+                                                  "tokenizer_path": tokenizer, "model_sha256": "0" * 64}))
+    with pytest.raises(ConfigError, match="model_path"):
+        make_embedder(load_settings(None, search={"embedder": "onnx"}))
