@@ -50,8 +50,8 @@ class SearchSettings(_Section):
     tokenizer_path: Path | None = Field(None, description="embedder = onnx: its tokenizer.json")
     model_sha256: str | None = Field(None, description="embedder = onnx: refuse the file unless it has this sha256")
     embedding_threads: int = Field(0, ge=0, le=64, description="onnxruntime threads; 0 = every core")
-    sync_interval_seconds: float = Field(2.0, gt=0, le=3600, description="how often pending index rows are "
-                                         "written when no write wakes the index sync sooner")
+    sync_interval_seconds: float = Field(30.0, gt=0, le=3600, description="every commit wakes the index sync; "
+                                         "this is how often it also looks for pending rows on its own")
 
 
 class MemoryPolicy(_Section):

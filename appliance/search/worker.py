@@ -14,7 +14,7 @@ OPTIMIZE_EVERY = 2_000  # rows written before the index files are compacted and 
 
 
 class IndexWorker:
-    def __init__(self, sync: IndexSync, interval: float = 2.0, optimize_every: int = OPTIMIZE_EVERY) -> None:
+    def __init__(self, sync: IndexSync, interval: float = 30.0, optimize_every: int = OPTIMIZE_EVERY) -> None:
         self.sync, self.interval, self.optimize_every = sync, interval, optimize_every
         self._written = 0
         self._wake = threading.Event()
