@@ -33,7 +33,7 @@ from appliance.graph.bundles import BundleStore
 from appliance.graph.engine import KuzuEngine, Tx
 from appliance.graph.links import LinkStore
 from appliance.graph.outbox import OutboxStore
-from appliance.graph.resolve import locate, locate_revision, space_node
+from appliance.graph.resolve import item_node, locate, locate_revision, space_node
 
 # table → its primary-key property
 _KEYS = {"Project": "name", "Space": "path", "Item": "id", "Revision": "id", "Artifact": "id"}
@@ -88,7 +88,7 @@ class GraphStore(BundleStore, ArtifactStore, LinkStore, OutboxStore):
             if found.target == "space":
                 space = space_from(space_node(tx, found.space_path))
                 return Resolved("space", space.kref, space=space)
-            item = item_from(tx.one("MATCH (i:Item {id: $id}) RETURN i", {"id": found.item})[0])  # type: ignore[index]
+            item = item_from(item_node(tx, found.item))
             target = "artifact" if parsed.artifact else "revision" if parsed.revision else "item"
             try:
                 revision = self._find_revision(tx, parsed)
@@ -177,7 +177,7 @@ class GraphStore(BundleStore, ArtifactStore, LinkStore, OutboxStore):
             return "Artifact", str(self._artifact_node(tx, parsed)["id"])
         if parsed.revision or parsed.tag or parsed.time:
             return "Revision", locate_revision(tx, parsed, self.default_project)
-        return "Item", found.item
+        return "Item", str(item_node(tx, found.item)["id"])
 
     def _revision_ids(self, tx: Tx, item: str) -> list[str]:
         return [r[0] for r in tx.rows("MATCH (:Item {id: $i})-[:HAS_REVISION]->(r) RETURN r.id", {"i": item})]

@@ -58,7 +58,8 @@ def test_ambiguous_short_form_lists_candidates(populated: GraphStore) -> None:
 def test_unknown_krefs_are_not_found(populated: GraphStore) -> None:
     for kref in ("kref://Revka/AgentPool/nothing", "kref://Revka/AgentPool/transport.conversation?r=9",
                  "kref://Revka/AgentPool/transport.conversation?r=4&a=missing",
-                 "kref://Revka/AgentPool/transport.conversation?t=approved", "kref://Nobody"):
+                 "kref://Revka/AgentPool/transport.conversation?t=approved", "kref://Nobody",
+                 "kref://Revka/AgentPool/nope.conversation", "kref://Revka/Nowhere/x.conversation?r=1"):
         with pytest.raises(NotFound):
             populated.resolve(kref)
 

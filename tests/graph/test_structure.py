@@ -206,3 +206,12 @@ def test_stats_count_everything(graph: GraphStore, space: str) -> None:
     stats = graph.stats()
     assert (stats["projects"], stats["spaces"], stats["items"], stats["revisions"]) == (1, 2, 1, 1)
     assert stats["unindexed_revisions"] == 1
+
+
+def test_attributes_and_deprecation_of_a_missing_item_are_not_found(graph: GraphStore, space: str) -> None:
+    for call in (lambda: graph.get_attribute(f"kref:/{space}/ghost.note", "k"),
+                 lambda: graph.set_attribute(f"kref:/{space}/ghost.note", "k", "v"),
+                 lambda: graph.set_deprecated(f"kref:/{space}/ghost.note")):
+        with pytest.raises(NotFound):
+            call()
+    assert not any(e["kref"].endswith("ghost.note") for e in graph.events())
