@@ -1,4 +1,5 @@
-"""The search index on LanceDB: one row per revision with its vector and searchable text.
+"""The search index on LanceDB: one row per revision with its vector and searchable text (the store of
+record and the full-text engine; vector queries run on an in-memory copy, see vectors.py).
 
 Derived from the graph (the source of truth) and rebuilt from it by ``kumiho-ce reindex``. Nothing outside
 ``appliance.search`` imports lancedb.
@@ -8,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,16 +17,16 @@ from typing import Any
 import lancedb
 import numpy as np
 import pyarrow as pa
-from lancedb.index import FTS, IvfSq
+from lancedb.index import FTS
 from lancedb.query import FullTextQuery
 
 from appliance.core.search import SearchFilter
 from appliance.errors import StorageError
+from appliance.search.vectors import VectorMatrix
 
 log = logging.getLogger(__name__)
 
 TABLE = "revisions"
-ANN_MIN_ROWS = 5_000  # below this an exact scan is about as fast and perfectly accurate
 
 
 @dataclass(frozen=True)
@@ -81,6 +81,8 @@ class SearchIndex:
             self._write_meta(model_id=model_id, dim=dim)
         self._table = self._db.open_table(TABLE)
         self._fts_ready = any(i.index_type == "FTS" for i in self._table.list_indices())
+        self._matrix: VectorMatrix | None = None  # loaded on first use (vectors.py says why)
+        self._matrix_lock = threading.Lock()
 
     def _has_table(self) -> bool:
         return TABLE in (self._db.list_tables().tables or [])
@@ -104,13 +106,16 @@ class SearchIndex:
     def upsert(self, rows: list[IndexRow]) -> None:
         if not rows:
             return
-        data = pa.Table.from_pylist([_as_record(r) for r in rows], schema=_schema(self.dim))
+        records = [_as_record(r) for r in rows]
+        data = pa.Table.from_pylist(records, schema=_schema(self.dim))
         with self._lock:
             try:
                 (self._table.merge_insert("revision_kref").when_matched_update_all()
                  .when_not_matched_insert_all().execute(data))
             except Exception as exc:  # lance raises plain exceptions
                 raise StorageError(f"search index write failed: {exc}") from exc
+            if self._matrix is not None:
+                self._matrix.upsert(records)
         self._ensure_indices()
 
     def delete(self, revision_krefs: list[str]) -> None:
@@ -118,22 +123,14 @@ class SearchIndex:
             chunk = revision_krefs[start: start + 500]
             with self._lock:
                 self._table.delete("revision_kref IN (" + ", ".join(_quote(k) for k in chunk) + ")")
+                if self._matrix is not None:
+                    self._matrix.delete(chunk)
 
     def _ensure_indices(self) -> None:
         if not self._fts_ready:
             with self._lock:
                 self._table.create_index("text", config=FTS(with_position=False), replace=True)
                 self._fts_ready = True
-        count = self._table.count_rows()
-        trained_on = self._meta().get("ann_rows", 0)
-        # (Re)train the ANN index once the table is big enough, and again whenever it has grown fourfold:
-        # partitions trained on few rows get crowded (sqrt(n) partitions keep ~sqrt(n) rows each).
-        if count >= ANN_MIN_ROWS and (not trained_on or count >= 4 * trained_on):
-            with self._lock:
-                partitions = max(16, int(math.sqrt(count)))
-                self._table.create_index("vector", config=IvfSq(distance_type="cosine", num_partitions=partitions),
-                                         replace=True)
-                self._write_meta(ann_rows=count)
 
     def optimize(self) -> None:
         """Fold new rows into the indices and compact files (run when the writer is idle)."""
@@ -160,12 +157,21 @@ class SearchIndex:
         return {r["revision_kref"]: (r["text_hash"], np.asarray(r["vector"], dtype=np.float32)) for r in found}
 
     def vector_search(self, vector: np.ndarray, where: SearchFilter, limit: int) -> list[Hit]:
-        query = self._table.search(vector.astype(np.float32), vector_column_name="vector").distance_type("cosine")
-        clause = to_sql(where)
-        if clause:
-            query = query.where(clause, prefilter=True)
-        found = query.select(["revision_kref", "_distance"]).limit(limit).to_list()
-        return [Hit(r["revision_kref"], 1.0 - float(r["_distance"])) for r in found]
+        """Exact cosine search over the in-memory copy of the vectors (loaded from the table once)."""
+        return [Hit(kref, cosine) for kref, cosine in self._vectors().search(vector, where, limit)]
+
+    def _vectors(self) -> VectorMatrix:
+        with self._matrix_lock:
+            if self._matrix is None:
+                with self._lock:  # no write lands between reading the table and following its writes
+                    matrix = VectorMatrix(self.dim)
+                    count = self.count()
+                    if count:
+                        columns = ["revision_kref", "project", "space", "kind", "memory_type", "tags",
+                                   "deprecated", "vector"]
+                        matrix.upsert(self._table.search().select(columns).limit(count).to_arrow().to_pylist())
+                    self._matrix = matrix
+            return self._matrix
 
     def text_search(self, text: str | FullTextQuery, where: SearchFilter, limit: int,
                     with_vectors: bool = False) -> list[Hit]:
