@@ -13,7 +13,7 @@ from typing import Any, Literal
 from appliance.core import kref as krefs
 from appliance.core.kref import Kref
 from appliance.errors import AmbiguousKref, InvalidArgument, NotFound
-from appliance.graph._support import item_id, revision_id, tag_holder, to_kref
+from appliance.graph._support import holder_in, item_id, revision_id, tag_spans, to_kref
 from appliance.graph.engine import Tx
 
 
@@ -90,23 +90,24 @@ def locate_item(tx: Tx, kref: Kref, default_project: str) -> str:
     return str(locate_item_node(tx, kref, default_project)["id"])
 
 
-def revision_number_by_tag(tx: Tx, item: str, tag: str, at: str | None = None) -> int | None:
-    holder = tag_holder(tx, item, tag, at)
-    return int(holder.rsplit("?r=", 1)[1]) if holder else None
+def selected_revision(item: str, kref: Kref, spans: list[tuple[str, str, str, str]]) -> str:
+    """The revision id of ``item`` that the kref's ``?t=tag`` (``latest`` without one) selects, now or at
+    ``&time=``, among the item's tag spans."""
+    tag = kref.tag or "latest"
+    at = krefs.parse_time(kref.time) if kref.time else None
+    holder = holder_in(spans, tag, at)
+    if holder is None:
+        when = f" at {at}" if at else ""
+        raise NotFound(f"no revision of {to_kref(item)} holds tag {tag!r}{when}", field="kref")
+    return holder
 
 
 def locate_revision(tx: Tx, kref: Kref, default_project: str) -> str:
     """The revision id a kref leads to: ``?r=N``, else the tag (``?t=``) at ``&time=``, else latest."""
     item = locate_item(tx, kref, default_project)
-    if kref.revision is not None:
-        node_id = revision_id(item, kref.revision)
-        if tx.one("MATCH (r:Revision {id: $id}) RETURN r.id", {"id": node_id}) is None:
-            raise NotFound(f"revision {to_kref(node_id)} does not exist", field="kref")
-        return node_id
-    tag = kref.tag or "latest"
-    at = krefs.parse_time(kref.time) if kref.time else None
-    number = revision_number_by_tag(tx, item, tag, at)
-    if number is None:
-        when = f" at {at}" if at else ""
-        raise NotFound(f"no revision of {to_kref(item)} holds tag {tag!r}{when}", field="kref")
-    return revision_id(item, number)
+    if kref.revision is None:
+        return selected_revision(item, kref, tag_spans(tx, item))
+    node_id = revision_id(item, kref.revision)
+    if tx.one("MATCH (r:Revision {id: $id}) RETURN r.id", {"id": node_id}) is None:
+        raise NotFound(f"revision {to_kref(node_id)} does not exist", field="kref")
+    return node_id

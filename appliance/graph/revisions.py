@@ -18,7 +18,6 @@ from appliance.graph._support import (
     decode_cursor,
     dumps,
     encode_cursor,
-    holder_in,
     item_id,
     item_of,
     loads,
@@ -29,7 +28,7 @@ from appliance.graph._support import (
     to_kref,
 )
 from appliance.graph.engine import Tx
-from appliance.graph.resolve import locate_item, locate_item_node, locate_revision, revision_number_by_tag
+from appliance.graph.resolve import locate_item, locate_item_node, locate_revision, selected_revision
 
 
 @dataclass(frozen=True)
@@ -95,18 +94,11 @@ class RevisionStore(StoreBase):
         """``locate_revision`` + ``_read_revision`` reading the item's tag spans once (the hot read path)."""
         item = locate_item(tx, parsed, self.default_project)
         spans = tag_spans(tx, item)
-        if parsed.revision is not None:
-            node_id: str | None = revision_id(item, parsed.revision)
-        else:
-            at = krefs.parse_time(parsed.time) if parsed.time else None
-            node_id = holder_in(spans, parsed.tag or names.LATEST, at)
-            if node_id is None:
-                when = f" at {at}" if at else ""
-                raise NotFound(f"no revision of {to_kref(item)} holds tag {parsed.tag or names.LATEST!r}{when}",
-                               field="kref")
+        node_id = (revision_id(item, parsed.revision) if parsed.revision is not None
+                   else selected_revision(item, parsed, spans))
         row = tx.one("MATCH (r:Revision {id: $id}) RETURN r", {"id": node_id})
         if row is None:
-            raise NotFound(f"revision {to_kref(node_id)} does not exist", field="kref")  # type: ignore[arg-type]
+            raise NotFound(f"revision {to_kref(node_id)} does not exist", field="kref")
         return revision_from(row[0], [t for r, t, _, until in spans if r == node_id and not until])
 
     def _read_revision(self, tx: Tx, node_id: str) -> Revision:
@@ -164,7 +156,7 @@ class RevisionStore(StoreBase):
             tx.run("MATCH (:Revision {id: $id})-[:HAS_ARTIFACT]->(a) DETACH DELETE a", {"id": node_id})
             tx.run("MATCH (r:Revision {id: $id}) DETACH DELETE r", {"id": node_id})
             newest = tx.scalar("MATCH (:Item {id: $i})-[:HAS_REVISION]->(r) RETURN max(r.number)", {"i": item})
-            if newest is not None and revision_number_by_tag(tx, item, names.LATEST) is None:
+            if newest is not None and tag_holder(tx, item, names.LATEST) is None:
                 self._move_tag(tx, item, revision_id(item, newest), names.LATEST)
             self._event(tx, "revision.deleted", to_kref(node_id))
             return True
