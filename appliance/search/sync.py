@@ -29,7 +29,7 @@ class IndexSync:
 
     def run_pending(self, progress: Progress | None = None) -> int:
         """Index every revision waiting in the outbox; returns how many rows were written."""
-        total = self.graph.pending_count()
+        total = self.graph.pending_count() if progress else 0  # a full scan: only for a progress bar
         done = 0
         while docs := self.graph.unindexed(self.batch):
             self.index.upsert(self._rows(docs))
