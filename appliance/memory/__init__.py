@@ -1,0 +1,1 @@
+"""Session memory: the persisted working-memory buffer and session identity."""
