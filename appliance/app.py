@@ -6,12 +6,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
 
 from litestar import Litestar
 from litestar.datastructures import State
+from litestar.handlers import asgi
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin
 
@@ -26,6 +29,13 @@ from appliance.errors import ConfigError
 from appliance.graph import GraphStore
 from appliance.inference.embedding import Embedder, HashingEmbedder, OnnxEmbedder, default_embedder
 from appliance.inference.models import verified
+from appliance.mcp_api.server import build_server, handlers, session_manager
+from appliance.memory.cache import RecallCache
+from appliance.memory.operator import OperatorTools
+from appliance.memory.recall import Recaller
+from appliance.memory.service import MemoryService
+from appliance.memory.working import WorkingMemory
+from appliance.memory.writer import MemoryWriter
 from appliance.search.index import SearchIndex
 from appliance.search.service import SearchService
 from appliance.search.sync import IndexSync
@@ -40,6 +50,9 @@ class Services:
     index: SearchIndex
     search: SearchService
     index_worker: IndexWorker
+    working: WorkingMemory
+    memory: MemoryService
+    operator: OperatorTools
 
     @property
     def token(self) -> str:
@@ -64,12 +77,33 @@ def open_services(settings: Settings) -> Iterator[Services]:
             index = SearchIndex(data_dir.root / "index", embedder.dim, embedder.model_id)
             worker = IndexWorker(IndexSync(graph, index, embedder), settings.search.sync_interval_seconds)
             worker.start()
+            working = WorkingMemory.open(data_dir.root / "working")
             try:
-                yield Services(settings, data_dir, graph, index, SearchService(index, embedder), worker)
+                search = SearchService(index, embedder)
+                memory, operator = memory_tools(settings, data_dir, graph, search, worker, working)
+                yield Services(settings, data_dir, graph, index, search, worker, working, memory, operator)
             finally:
                 worker.stop()
+                working.close()
         finally:
             graph.close()
+
+
+def memory_tools(settings: Settings, data_dir: DataDir, graph: GraphStore, search: SearchService,
+                 worker: IndexWorker, working: WorkingMemory) -> tuple[MemoryService, OperatorTools]:
+    def now() -> datetime:
+        return datetime.now(UTC)
+
+    cache = RecallCache()
+    graph.subscribe(cache.invalidate)  # D3: any write empties the 5-second cache
+    recaller = Recaller(graph, search, wait_for_index=worker.wait_synced, clock=now,
+                        default_half_life=settings.memory.half_life_days)
+    artifacts = data_dir.root / "artifacts"
+    writer = MemoryWriter(graph, search, artifacts, worker.wait_synced)
+    memory = MemoryService(graph, recaller, writer, working, cache=cache, clock=now, artifact_root=artifacts)
+    operator = OperatorTools(memory, min_relevance=settings.memory.min_relevance_score,
+                             retrieval_limit=settings.kumiho.memory_retrieval_limit)
+    return memory, operator
 
 
 def make_embedder(settings: Settings) -> Embedder:
@@ -87,8 +121,22 @@ def make_embedder(settings: Settings) -> Embedder:
 
 def build_app(services: Services) -> Litestar:
     middleware = [] if services.settings.is_loopback else [token_guard(services.token)]
+    mcp = session_manager(
+        build_server(handlers(services.memory, services.operator), services.settings.kumiho.default_project),
+        loopback=services.settings.is_loopback)
+
+    @asgi("/mcp", is_mount=True, copy_scope=True)
+    async def mcp_endpoint(scope: Any, receive: Any, send: Any) -> None:
+        await mcp.handle_request(scope, receive, send)
+
+    @asynccontextmanager
+    async def run_mcp(app: Litestar) -> AsyncIterator[None]:
+        async with mcp.run():  # the SDK's session manager needs the host's lifespan
+            yield
+
     return Litestar(
-        route_handlers=[HealthController, SearchController],
+        route_handlers=[HealthController, SearchController, mcp_endpoint],
+        lifespan=[run_mcp],
         state=State({"services": services}),
         exception_handlers=HANDLERS,  # type: ignore[arg-type]
         middleware=middleware,

@@ -1,4 +1,4 @@
-"""The ``kumiho-ce`` command line: serve | doctor | config show | reindex | version.
+"""The ``kumiho-ce`` command line: serve | mcp | doctor | config show | reindex | version.
 
 Errors the user can act on print one line (``kumiho-ce: error: …``) and exit with status 2; nothing
 prints a stack trace unless ``--debug`` asks for it.
@@ -31,6 +31,9 @@ def _parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="run the appliance (HTTP API, MCP, gRPC) on one port")
     serve.add_argument("--host", help="bind address (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default 9190)")
+
+    commands.add_parser("mcp", help="MCP over stdio for agent hosts: forwards to the running appliance "
+                        "(started in the background when none answers)")
 
     doctor = commands.add_parser("doctor", help="check the data directory, database and machine")
     doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
@@ -83,6 +86,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
             services.data_dir.clear_runtime()
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from appliance.mcp_api.shim import Shim
+
+    settings = _settings(args)
+    _configure_logging("debug" if args.debug else "warning")
+    Shim(settings, args.config).run()
+    return 0
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     from appliance.doctor import render, run_checks
 
@@ -131,7 +143,7 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    handlers = {"serve": cmd_serve, "doctor": cmd_doctor, "config": cmd_config, "reindex": cmd_reindex,
+    handlers = {"serve": cmd_serve, "mcp": cmd_mcp, "doctor": cmd_doctor, "config": cmd_config, "reindex": cmd_reindex,
                 "version": lambda _: print(__version__) or 0}
     try:
         return handlers[args.command](args)  # type: ignore[no-any-return]

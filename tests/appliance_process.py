@@ -49,11 +49,13 @@ class Running:
         return self.process.wait(timeout=30)
 
 
-def wait_until_live(url: str, process: subprocess.Popen[str], timeout: float = 30) -> None:
+def wait_until_live(url: str, process: subprocess.Popen[str], timeout: float = 30, log: Path | None = None
+                    ) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise AssertionError(f"kumiho-ce serve exited with {process.returncode}: {process.stderr.read()}")  # type: ignore[union-attr]
+            output = log.read_text() if log else process.stderr.read()  # type: ignore[union-attr]
+            raise AssertionError(f"kumiho-ce serve exited with {process.returncode}: {output}")
         try:
             if httpx.get(url + "/api/_live", timeout=1).status_code == 200:
                 return
@@ -63,16 +65,20 @@ def wait_until_live(url: str, process: subprocess.Popen[str], timeout: float = 3
 
 
 @contextmanager
-def serve(data_dir: Path, host: str = "127.0.0.1", **env: str) -> Iterator[Running]:
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "appliance", "serve", "--host", host, "--port", str(port)],
-        cwd=ROOT, env=cli_env(data_dir, **env), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )
+def serve(data_dir: Path, host: str = "127.0.0.1", port: int | None = None, **env: str) -> Iterator[Running]:
+    """The appliance as a real process; its output goes to ``<data_dir>.log`` (a pipe nobody reads
+    would block a chatty server)."""
+    port = port or free_port()
+    log = data_dir.parent / f"{data_dir.name}.log"
+    with open(log, "a") as output:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "appliance", "serve", "--host", host, "--port", str(port)],
+            cwd=ROOT, env=cli_env(data_dir, **env), text=True, stdout=output, stderr=output,
+        )
     with process:
         running = Running(process, f"http://127.0.0.1:{port}", data_dir)
         try:
-            wait_until_live(running.base_url, process)
+            wait_until_live(running.base_url, process, log=log)
             yield running
         finally:
             if process.poll() is None:

@@ -131,9 +131,13 @@ class KuzuEngine:
                 self._rollback()
                 future.set_exception(_as_kumiho_error(exc))
             else:
-                future.set_result(result)
+                # listeners first: a caller that reads a commit counter after its write sees its own commit
                 for listener in self.on_commit:
-                    listener()
+                    try:
+                        listener()
+                    except Exception:
+                        log.exception("commit listener failed")
+                future.set_result(result)
 
     def _rollback(self) -> None:
         with contextlib.suppress(RuntimeError):  # no active transaction: BEGIN itself failed

@@ -101,6 +101,30 @@ class RevisionStore(StoreBase):
             raise NotFound(f"revision {to_kref(node_id)} does not exist", field="kref")
         return revision_from(row[0], [t for r, t, _, until in spans if r == node_id and not until])
 
+    def current_revisions(self, item_krefs: list[str]) -> dict[str, Revision]:
+        """Item kref → its published revision, else its latest (what a recall shows), in one read.
+        Items that do not exist are left out."""
+        ids = sorted({item_id(krefs.parse(k, "item_krefs")) for k in item_krefs})
+        if not ids:
+            return {}
+
+        def job(tx: Tx) -> dict[str, Revision]:
+            held: dict[str, dict[str, Any]] = {}  # item → {revision id: (node, [tags])}
+            for item, tag, node in tx.rows(
+                "MATCH (i:Item)-[t:TAGGED]->(r:Revision) WHERE i.id IN $ids AND t.until = '' "
+                "RETURN i.id, t.tag, r", {"ids": ids}):  # IN beats UNWIND + key lookups here (measured)
+                entry = held.setdefault(item, {}).setdefault(node["id"], (node, []))
+                entry[1].append(tag)
+            chosen = {}
+            for item, revisions in held.items():
+                pick = (next((r for r in revisions.values() if names.PUBLISHED in r[1]), None)
+                        or next((r for r in revisions.values() if names.LATEST in r[1]), None))
+                if pick is not None:
+                    chosen[to_kref(item)] = revision_from(pick[0], pick[1])
+            return chosen
+
+        return self._engine.read(job)
+
     def _read_revision(self, tx: Tx, node_id: str) -> Revision:
         row = tx.one("MATCH (r:Revision {id: $id}) RETURN r", {"id": node_id})
         if row is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from appliance.core import kref as krefs
 from appliance.core import names
@@ -34,6 +34,8 @@ from appliance.graph.engine import KuzuEngine, Tx
 from appliance.graph.links import LinkStore
 from appliance.graph.outbox import OutboxStore
 from appliance.graph.resolve import item_node, locate, locate_revision, space_node
+
+T = TypeVar("T")
 
 # table → its primary-key property
 _KEYS = {"Project": "name", "Space": "path", "Item": "id", "Revision": "id", "Artifact": "id"}
@@ -63,6 +65,12 @@ class GraphStore(BundleStore, ArtifactStore, LinkStore, OutboxStore):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def atomic(self, job: Callable[[], T]) -> T:
+        """Run ``job`` (which calls this store's methods) as one transaction: all of its writes commit
+        together or none do. Memory writes (a capture's item, revision, artifact, tags, bundle and edges;
+        a reflect's whole batch) go through here."""
+        return self._engine.write(lambda tx: job())
 
     def subscribe(self, listener: Callable[[], None]) -> None:
         """Call ``listener`` (on the writer thread, so it must be quick) after every committed write."""

@@ -20,12 +20,29 @@ class IndexWorker:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._idle = threading.Event()
+        # read-your-writes: commits counted by the commit listener; a round that began after commit n
+        # publishes n as synced when it finishes
+        self._commits = 0
+        self._synced = 0
+        self._progress = threading.Condition()
         self._thread = threading.Thread(target=self._loop, name="index-sync", daemon=True)
         self.last_error: str | None = None
 
     def start(self) -> None:
-        self.sync.graph.subscribe(self._wake.set)  # a graph commit wakes the sync
+        self.sync.graph.subscribe(self._on_commit)  # a graph commit wakes the sync
         self._thread.start()
+
+    def _on_commit(self) -> None:
+        with self._progress:
+            self._commits += 1
+        self._wake.set()
+
+    def wait_synced(self, timeout: float = 5.0) -> bool:
+        """Block until every commit made before this call is in the index (bounded: after ``timeout``
+        the caller goes on with the index as it is). False on timeout."""
+        with self._progress:
+            target = self._commits
+            return self._progress.wait_for(lambda: self._synced >= target or self._stop.is_set(), timeout)
 
     def wake(self) -> None:
         self._wake.set()
@@ -40,6 +57,8 @@ class IndexWorker:
         first = True
         while not self._stop.is_set():
             self._wake.clear()
+            with self._progress:
+                round_start = self._commits
             try:
                 if first:
                     repair = self.sync.repair()
@@ -52,6 +71,9 @@ class IndexWorker:
                     self.sync.index.optimize()  # only this thread writes the index: safe while idle
                     self._written = 0
                 self.last_error = None
+                with self._progress:
+                    self._synced = max(self._synced, round_start)
+                    self._progress.notify_all()
             except Exception as exc:  # keep serving; the outbox keeps the work for the next round
                 self.last_error = str(exc)
                 log.error("index sync failed (%s); retrying in %.0f s", exc, self.interval)
@@ -66,5 +88,7 @@ class IndexWorker:
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
+        with self._progress:
+            self._progress.notify_all()
         self._thread.join(timeout=30)
-        self.sync.graph.unsubscribe(self._wake.set)
+        self.sync.graph.unsubscribe(self._on_commit)

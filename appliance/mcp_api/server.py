@@ -1,0 +1,122 @@
+"""The MCP server: every tool of the catalogue over the SDK's low-level ``Server``, served over streamable
+HTTP at ``/mcp`` (mounted in the Litestar app) and reached from stdio through ``kumiho-ce mcp`` (shim.py).
+
+Results follow what agent hosts actually read (issue 4, MISSION D9): the JSON result as one text block and
+as ``structuredContent``; errors as ``isError: true`` with text ``{"error": {"code", "message"}}`` — a
+message that says what to change, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.lowlevel.server import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+
+from appliance import __version__
+from appliance.errors import KumihoError
+from appliance.mcp_api.catalogue import ToolSpec, tools, validated
+from appliance.memory.operator import OperatorTools
+from appliance.memory.service import Client, MemoryService
+
+log = logging.getLogger(__name__)
+
+# D10: what a stdio shim forwards from its own environment, per request
+PROJECT_HEADER = "x-kumiho-project"
+LIMIT_HEADER = "x-kumiho-retrieval-limit"
+SESSION_HEADER = "x-kumiho-session"
+
+Handler = Callable[[dict[str, Any], Client], dict[str, Any]]
+
+
+def handlers(memory: MemoryService, operator: OperatorTools) -> dict[str, Handler]:
+    return {
+        "kumiho_memory_engage": memory.engage, "kumiho_memory_reflect": memory.reflect,
+        "kumiho_memory_recall": memory.recall, "kumiho_memory_retrieve": memory.retrieve,
+        "kumiho_fulltext_search": memory.fulltext, "kumiho_memory_store": memory.store,
+        "kumiho_memory_ingest": memory.ingest, "kumiho_memory_add_response": memory.add_response,
+        "kumiho_memory_store_execution": memory.store_execution, "kumiho_memory_consolidate": memory.consolidate,
+        "kumiho_memory_discover_edges": memory.discover_edges, "kumiho_memory_dream_state": memory.dream_state,
+        "kumiho_resolve_kref": memory.resolve_kref, "kumiho_get_edges": memory.get_edges,
+        "kumiho_get_revision_by_tag": memory.get_revision_by_tag, "kumiho_deprecate_item": memory.deprecate_item,
+        "memory_engage": operator.engage, "memory_reflect": operator.reflect, "memory_retrieve": operator.retrieve,
+        "memory_search": operator.search, "memory_fulltext": operator.fulltext, "memory_get_item": operator.get_item,
+        "memory_resolve_kref": operator.resolve_kref, "memory_get_revision_by_tag": operator.get_revision_by_tag,
+        "memory_store": operator.store, "memory_graph": operator.graph,
+    }
+
+
+def _tool(spec: ToolSpec) -> types.Tool:
+    return types.Tool(name=spec.name, title=spec.title, description=spec.description,
+                      input_schema=spec.input_schema,
+                      annotations=types.ToolAnnotations.model_validate(spec.annotations))
+
+
+def _text_result(payload: dict[str, Any], is_error: bool) -> types.CallToolResult:
+    text = json.dumps(payload, ensure_ascii=False, default=str)
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
+                                structured_content=payload, is_error=is_error)
+
+
+def error_result(code: str, message: str) -> types.CallToolResult:
+    return _text_result({"error": {"code": code, "message": message}}, True)
+
+
+def client_from(request: Any, default_project: str) -> Client:
+    """Per-client defaults from the forwarded headers (D10); absent → the appliance's configuration."""
+    headers = getattr(request, "headers", None) or {}
+    limit = headers.get(LIMIT_HEADER)
+    return Client(project=headers.get(PROJECT_HEADER) or default_project,
+                  retrieval_limit=int(limit) if limit and limit.isdigit() and int(limit) > 0 else None,
+                  host_session_id=headers.get(SESSION_HEADER) or None)
+
+
+def call(table: dict[str, Handler], name: str, arguments: dict[str, Any] | None, client: Client
+         ) -> types.CallToolResult:
+    """One tool call, synchronously (the server runs it in a worker thread)."""
+    handler = table.get(name)
+    if handler is None:
+        return error_result("not_found", f"unknown tool {name!r}; tools/list names the available ones")
+    try:
+        result = handler(validated(name, arguments), client)
+    except KumihoError as exc:
+        return _text_result({"error": exc.to_dict()}, True)
+    except Exception:  # a defect: the agent gets a plain message, the log gets the traceback
+        log.exception("tool %s failed", name)
+        return error_result("internal", f"{name} failed unexpectedly; the appliance log has the details")
+    return _text_result(result, False)
+
+
+def build_server(table: dict[str, Handler], default_project: str) -> Server[Any]:
+    specs = tools()
+    listed = [_tool(specs[name]) for name in table]
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=listed)  # one page: agent hosts read it once, without paging
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        client = client_from(ctx.request, default_project)
+        return await anyio.to_thread.run_sync(call, table, params.name, params.arguments, client)
+
+    return Server("kumiho-ce", version=__version__, title="kumiho-ce memory",
+                  instructions="Engage memory before answering (kumiho_memory_engage); reflect after "
+                               "(kumiho_memory_reflect) with the source_krefs engage returned.",
+                  on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+def session_manager(server: Server[Any], *, loopback: bool) -> StreamableHTTPSessionManager:
+    """Stateless JSON responses: every POST answered with plain application/json and no notification
+    first (issue 4: Revka takes the first message of a stream). DNS-rebinding protection on loopback."""
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost"],
+        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+    ) if loopback else TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    return StreamableHTTPSessionManager(app=server, json_response=True, stateless=True,
+                                        security_settings=security)

@@ -1,0 +1,73 @@
+"""Recall (reference §4.4): search, then one memory per item (published else latest), priors, the seed's
+time decay, supersession order and diversity (appliance/core/ranking.py), as agent-facing dicts."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from appliance.core import ranking
+from appliance.core.kref import parse
+from appliance.core.ranking import Candidate
+from appliance.core.search import SearchFilter, SearchRequest
+from appliance.graph import GraphStore
+from appliance.memory import records
+from appliance.search.service import SearchService
+
+POOL_FACTOR = 4  # search hits per requested result: collapse, filters and diversity need room
+MIN_POOL = 20
+
+
+@dataclass(frozen=True)
+class RecallQuery:
+    query: str
+    project: str
+    spaces: tuple[str, ...] = ()  # normalised space paths; empty = the whole project
+    kinds: tuple[str, ...] = ("conversation",)
+    memory_types: tuple[str, ...] = ()
+    limit: int = 5
+    min_score: float = 0.0
+    mode: str = "summarized"  # context rendering: summarized | full
+    order: str = "relevance"  # relevance | latest
+    half_lives: dict[str, float] = field(default_factory=dict)
+
+
+class Recaller:
+    def __init__(self, graph: GraphStore, search: SearchService, *, wait_for_index: Callable[[], None],
+                 clock: Callable[[], datetime], default_half_life: float = ranking.DEFAULT_HALF_LIFE_DAYS
+                 ) -> None:
+        self.graph, self.search = graph, search
+        self.wait_for_index = wait_for_index  # read-your-writes: what was stored before the call is found
+        self._clock, self.default_half_life = clock, default_half_life
+
+    def recall(self, q: RecallQuery) -> list[dict]:
+        if not q.query.strip():
+            return []
+        self.wait_for_index()
+        where = SearchFilter(project=q.project, spaces=q.spaces or ("/" + q.project,), kinds=q.kinds)
+        pool = max(q.limit * POOL_FACTOR, MIN_POOL)
+        hits = self.search.search(SearchRequest(q.query, where, "hybrid", limit=pool))
+        best: dict[str, float] = {}
+        for hit in hits:  # an item scores as its best-matching revision
+            item = str(parse(hit.revision_kref).item())
+            best[item] = max(best.get(item, 0.0), hit.score)
+        current = self.graph.current_revisions(list(best))
+        candidates = []
+        for item, revision in current.items():
+            kind_ok = not q.memory_types or records.memory_type(revision.metadata) in q.memory_types
+            if revision.deprecated or not kind_ok:
+                continue
+            meta = revision.metadata
+            candidates.append(Candidate(
+                revision.kref, item, best[item], memory_type=records.memory_type(meta),
+                created_at=revision.created_at, tags=tuple(revision.tags),
+                evidence_level=meta.get("evidence_level", ""), superseded_by=meta.get("superseded_by", ""),
+                text=f"{meta.get('title', '')} {records.summary_of(meta)}"))
+        ranked = ranking.rank(candidates, now=self._clock(), limit=q.limit, min_score=q.min_score,
+                              half_lives=q.half_lives, default_half_life=self.default_half_life)
+        if q.order == "latest":
+            ranked.sort(key=lambda c: (c.created_at, c.score), reverse=True)
+        return [records.memory(current[c.item_kref], c.score, c.base_score,
+                               current[c.item_kref].item_kref.split("//", 1)[1].rsplit("/", 1)[0], q.mode)
+                for c in ranked]

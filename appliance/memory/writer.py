@@ -1,0 +1,255 @@
+"""Writing memories (reference §4.8): space, stacking onto a similar item, revision, artifact file, tags,
+bundle, provenance edges — for one memory or a batch, in one graph transaction (all or nothing).
+
+Order of a write: decide every memory's target (stacking searches) → write the artifact files → one graph
+transaction for all memories. A failed transaction deletes the files it would have pointed to, so a
+failure leaves neither a half-written graph nor orphan artifacts.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import unicodedata
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from appliance.core import kref as krefs
+from appliance.core.search import SearchFilter, SearchRequest
+from appliance.errors import InvalidArgument, NotFound
+from appliance.graph import GraphStore
+from appliance.memory import records
+from appliance.memory.spaces import memory_item_name, slug, space_of
+from appliance.search.service import SearchService
+
+log = logging.getLogger(__name__)
+
+# Stacking thresholds on the one 0..1 scale (D1; docs/mcp-tools.md): a strong match stacks on its own; a
+# middle-band match only with the same memory type; both also need lexical overlap, because a false stack
+# moves `published` and hides the older memory (reference §4.8 step 5).
+STACK_STRONG = 0.75
+STACK_MIDDLE = 0.55
+STACK_MIN_OVERLAP = 0.17
+STACK_MIN_TOKENS = 8
+SUMMARY_LIMIT = 2000
+_WORD = re.compile(r"[0-9a-z_]{2,}")
+_UNSAFE = re.compile(r"[^\w-]")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7a3]+")
+
+
+@dataclass
+class Draft:
+    """One memory to write, already validated and redacted."""
+
+    project: str
+    space: str  # normalised space path, "/P/a/b"
+    kind: str
+    memory_type: str
+    title: str
+    summary: str
+    user_text: str = ""
+    assistant_text: str = ""
+    tags: list[str] | None = None  # None = the default ["published"]
+    metadata: dict[str, str] = field(default_factory=dict)
+    bundle_name: str = ""
+    source_krefs: list[str] = field(default_factory=list)
+    edge_type: str = "DERIVED_FROM"
+    artifact_name: str = "chat_io"
+    artifact_location: str = ""
+    stack: bool = True
+    revises: str = ""  # kref of an item (or one of its revisions) this memory is a new revision of
+
+
+@dataclass
+class Plan:
+    draft: Draft
+    item_kref: str = ""  # existing item to add a revision to ("" = create item_name)
+    item_name: str = ""
+    previous_revision_kref: str = ""
+    stacked: bool = False
+    stack_score: float = 0.0
+    stack_runner_up: float = 0.0
+    stack_overlap: float = 0.0
+    artifact_path: Path | None = None
+
+
+def overlap_tokens(text: str) -> set[str]:
+    """Latin/digit words of ≥ 2 characters plus CJK character bigrams (reference §4.8 step 5)."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    found = set(_WORD.findall(folded))
+    for run in _CJK.findall(folded):
+        found.update([run] if len(run) == 1 else (run[i:i + 2] for i in range(len(run) - 1)))
+    return found
+
+
+def lexical_overlap(a: str, b: str) -> float:
+    ta, tb = overlap_tokens(a), overlap_tokens(b)
+    if len(ta) < STACK_MIN_TOKENS or len(tb) < STACK_MIN_TOKENS:
+        return 0.0
+    return len(ta & tb) / len(ta | tb)
+
+
+class MemoryWriter:
+    def __init__(self, graph: GraphStore, search: SearchService, artifact_root: Path,
+                 wait_for_index: Callable[[], object] = lambda: None) -> None:
+        self.graph, self.search, self.artifact_root = graph, search, artifact_root
+        self.wait_for_index = wait_for_index  # stacking must see memories stored just before
+
+    # -- deciding --------------------------------------------------------------------------------------
+    def plan(self, draft: Draft) -> Plan:
+        if draft.revises:
+            return self._revise_plan(draft)
+        plan = Plan(draft)
+        if draft.stack:
+            self._stacking(plan)
+        if not plan.item_kref:
+            plan.item_name = memory_item_name(draft.title or draft.summary, draft.user_text, draft.assistant_text)
+        return plan
+
+    def _revise_plan(self, draft: Draft) -> Plan:
+        target = krefs.parse(draft.revises, "revises")
+        item = str(target.item())
+        current = self.graph.current_revisions([item]).get(item)
+        if current is None:
+            raise NotFound(f"revises: {item} does not exist; pass the kref of the memory to revise",
+                           field="revises")
+        draft.space = "/" + item.split("//", 1)[1].rsplit("/", 1)[0]
+        return Plan(draft, item_kref=item, previous_revision_kref=current.kref)
+
+    def _stacking(self, plan: Plan) -> None:
+        d = plan.draft
+        query = _stack_query(d.title, d.summary)
+        if not query:
+            return
+        where = SearchFilter(project=d.project, spaces=(d.space,), kinds=(d.kind,))
+        self.wait_for_index()
+        hits = self.search.search(SearchRequest(query, where, "hybrid", limit=8))
+        by_item: dict[str, float] = {}
+        for hit in hits:
+            item = str(krefs.parse(hit.revision_kref).item())
+            if space_of(item.split("//", 1)[1].rsplit("/", 1)[0]) == space_of(d.space):  # same space only
+                by_item[item] = max(by_item.get(item, 0.0), hit.score)
+        ranked = sorted(by_item.items(), key=lambda kv: -kv[1])
+        if not ranked:
+            return
+        item, score = ranked[0]
+        plan.stack_score = round(score, 4)
+        plan.stack_runner_up = round(ranked[1][1], 4) if len(ranked) > 1 else 0.0
+        if score < STACK_MIDDLE:
+            return
+        current = self.graph.current_revisions([item]).get(item)
+        if current is None or current.deprecated:
+            return
+        theirs = f"{current.metadata.get('title', '')} {records.summary_of(current.metadata)}"
+        plan.stack_overlap = round(lexical_overlap(f"{d.title} {d.summary}", theirs), 4)
+        same_type = records.memory_type(current.metadata) == d.memory_type
+        if plan.stack_overlap >= STACK_MIN_OVERLAP and (score >= STACK_STRONG or same_type):
+            plan.item_kref, plan.previous_revision_kref, plan.stacked = item, current.kref, True
+
+    # -- writing ---------------------------------------------------------------------------------------
+    def write(self, plans: list[Plan]) -> list[dict[str, Any]]:
+        """Write every plan in one transaction; returns one result per plan (reference §4.8 step 12)."""
+        written: list[Path] = []
+        try:
+            for plan in plans:
+                if not plan.draft.artifact_location:
+                    plan.artifact_path = self._write_artifact(plan)
+                    written.append(plan.artifact_path)
+            return self.graph.atomic(lambda: [self._write_one(plan) for plan in plans])
+        except BaseException:
+            for path in written:
+                path.unlink(missing_ok=True)
+            raise
+
+    def _write_one(self, plan: Plan) -> dict[str, Any]:
+        d, g = plan.draft, self.graph
+        space = g.ensure_space(d.space).path
+        item_kref = plan.item_kref or g.create_item(space, plan.item_name, d.kind).kref
+        metadata = {"schema": records.SCHEMA, "type": d.memory_type, "memory_type": d.memory_type,
+                    "title": d.title, "summary": d.summary, "space": space_of(space), **d.metadata}
+        revision = g.create_revision(item_kref, metadata)
+        location = d.artifact_location or str(plan.artifact_path)
+        artifact = g.create_artifact(revision.kref, d.artifact_name, location)
+        g.set_default_artifact(revision.kref, d.artifact_name)
+        for tag in self._tags(plan):
+            g.tag_revision(revision.kref, tag)
+        bundle_kref = ""
+        if d.bundle_name and not d.revises:
+            bundle = g.create_bundle(space, slug(d.bundle_name, 64))
+            if not plan.stacked:
+                g.add_bundle_member(bundle.kref, item_kref)
+            bundle_kref = bundle.kref
+        edges, skipped = [], []
+        for target in d.source_krefs:
+            try:
+                g.create_edge(revision.kref, target, d.edge_type)
+                edges.append(target)
+            except NotFound as exc:  # read before any write of the edge: the transaction stays clean
+                skipped.append({"kref": target, "reason": exc.message})
+        if d.revises and plan.previous_revision_kref:
+            g.create_edge(revision.kref, plan.previous_revision_kref, "SUPERSEDES",
+                          {"reason": "belief update", "basis": "agent"})
+            g.update_revision_metadata(plan.previous_revision_kref,
+                                       {"status": "superseded", "superseded_by": revision.kref})
+        result: dict[str, Any] = {
+            "space_path": space_of(space), "item_kref": item_kref, "revision_kref": revision.kref,
+            "bundle_kref": bundle_kref, "artifact_kref": artifact.kref, "summary": d.summary,
+            "edges_created": edges, "stacked": plan.stacked, "stack_score": plan.stack_score,
+            "stack_runner_up": plan.stack_runner_up, "stack_overlap": plan.stack_overlap,
+            "stack_mode": "two-band",
+        }
+        if skipped:
+            result["edges_skipped"] = skipped
+        if plan.previous_revision_kref:
+            result["previous_revision_kref"] = plan.previous_revision_kref
+        return result
+
+    def _tags(self, plan: Plan) -> list[str]:
+        d = plan.draft
+        wanted = [t for t in (d.tags if d.tags is not None else ["published"]) if t != "latest"]
+        if d.revises:  # a correction is published only where the item already had a published revision
+            wanted = [t for t in wanted if t != "published"]
+            if "published" in self.graph.current_revisions([plan.item_kref])[plan.item_kref].tags:
+                wanted.append("published")
+        return list(dict.fromkeys(wanted))
+
+    def _write_artifact(self, plan: Plan) -> Path:
+        """A Markdown record of the memory under the data directory, one file per revision (a stacked
+        revision gets a file of its own: earlier revisions' artifacts stay as they were)."""
+        d = plan.draft
+        name = plan.item_name or plan.item_kref.rsplit("/", 1)[1].rsplit(".", 1)[0]
+        folder = self.artifact_root.joinpath(*d.space.strip("/").split("/"))
+        folder.mkdir(parents=True, exist_ok=True)
+        safe = _UNSAFE.sub("_", name)
+        path = folder / f"{safe}.{uuid.uuid4().hex[:8]}.md"
+        lines = ["---", f"title: {d.title}", f"type: {d.memory_type}", f"summary: {d.summary}", "---", ""]
+        if d.user_text:
+            lines.append(f"**User:** {d.user_text}")
+        if d.assistant_text:
+            lines.append(f"**Assistant:** {d.assistant_text}")
+        temp = path.with_suffix(".tmp")
+        temp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        temp.replace(path)
+        return path
+
+
+def _stack_query(title: str, summary: str, limit: int = 180) -> str:
+    query = title[:limit]
+    room = limit - len(query) - 1
+    if summary and room >= 16:
+        query = f"{query} {summary[:room]}".strip()
+    return query or summary[:limit]
+
+
+def clip_summary(text: str) -> str:
+    text = text.strip()
+    return text if len(text) <= SUMMARY_LIMIT else text[: SUMMARY_LIMIT - 3] + "..."
+
+
+def require_text(value: object, field: str, hint: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidArgument(f"{field}: {hint}", field=field)
+    return value
