@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from appliance.config import reference_markdown
+from appliance.mcp_api import docs as mcp_docs
+from appliance.mcp_api.catalogue import tools
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -14,6 +16,44 @@ def test_the_configuration_reference_matches_the_code() -> None:
     assert written == reference_markdown(), (
         "docs/configuration.md is stale: run `.venv/bin/python -m appliance.config_reference > "
         "docs/configuration.md`")
+
+
+def test_the_mcp_tool_reference_matches_the_catalogue() -> None:
+    written = (ROOT / "docs" / "mcp-tools.md").read_text()
+    assert written == mcp_docs.reference_markdown(), (
+        "docs/mcp-tools.md is stale: run `.venv/bin/python -m appliance.mcp_api.docs > docs/mcp-tools.md`")
+
+
+def test_the_mcp_tool_reference_documents_every_tool_once() -> None:
+    text = mcp_docs.reference_markdown()
+    for name, spec in tools().items():
+        assert text.count(f"\n### {name}\n") == 1, name
+        assert spec.description in text, name
+        for parameter in spec.input_schema.get("properties", {}):
+            assert f"| `{parameter}` |" in text, (name, parameter)
+    grouped = [name for _, names, _ in mcp_docs.GROUPS for name in names]
+    assert sorted(grouped) == sorted(tools()), "every tool belongs to exactly one group of docs.py"
+
+
+def test_the_mcp_tool_reference_takes_its_numbers_from_the_code() -> None:
+    from appliance.memory.cache import WINDOW_SECONDS
+    from appliance.memory.writer import STACK_MIDDLE, STACK_MIN_OVERLAP, STACK_STRONG
+
+    text = mcp_docs.reference_markdown()
+    assert f"≥ {STACK_STRONG}" in text and f"≥ {STACK_MIDDLE}" in text and f"≥ {STACK_MIN_OVERLAP}" in text
+    assert f"{WINDOW_SECONDS:g}-second cache" in text
+    assert "skipped: no local model" in text and "redacted: [...]" in text
+    assert text == mcp_docs.reference_markdown()  # deterministic
+
+
+def test_the_agent_host_guide_has_the_configurations() -> None:
+    guide = (ROOT / "docs" / "agent-hosts.md").read_text()
+    for needle in ('"command": "kumiho-ce"', '"args": ["mcp"]', "http://127.0.0.1:9190/mcp", "[[mcp.servers]]",
+                   'name = "kumiho-memory"', 'mode = "local_ce"', 'api_url = "http://127.0.0.1:9190"',
+                   "mcp_path", 'backend = "kumiho"', "exec kumiho-ce mcp", "KUMIHO_MEMORY_RETRIEVAL_LIMIT"):
+        assert needle in guide, needle
+    readme = (ROOT / "README.md").read_text()
+    assert "docs/agent-hosts.md" in readme and "docs/mcp-tools.md" in readme and "kumiho-ce mcp" in readme
 
 
 def test_the_readme_shows_the_two_commands() -> None:

@@ -1,0 +1,254 @@
+"""The MCP tool reference (docs/mcp-tools.md), generated from the catalogue (tools.json) and from the constants
+the memory code runs on: ``python -m appliance.mcp_api.docs > docs/mcp-tools.md``. tests/test_docs.py keeps
+the file fresh. Deterministic: catalogue order inside a fixed group order, no timestamps."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from appliance.config import DEFAULT_PORT, KumihoSettings, MemorySettings
+from appliance.errors import AmbiguousKref, InvalidArgument, InvalidKref, KumihoError, NotFound
+from appliance.mcp_api.catalogue import ToolSpec, tools
+from appliance.mcp_api.server import LIMIT_HEADER, PROJECT_HEADER, SESSION_HEADER
+from appliance.memory.cache import WINDOW_SECONDS
+from appliance.memory.operator import GRAPH_MAX
+from appliance.memory.service import CAPTURE_TYPES, CONSOLIDATE_AFTER, NO_MODEL
+from appliance.memory.writer import STACK_MIDDLE, STACK_MIN_OVERLAP, STACK_MIN_TOKENS, STACK_STRONG, SUMMARY_LIMIT
+
+COMMAND = "python -m appliance.mcp_api.docs > docs/mcp-tools.md"
+MCP_URL = f"http://127.0.0.1:{DEFAULT_PORT}/mcp"
+
+_FLOOR = MemorySettings.model_fields["min_relevance_score"].default
+_CAP = KumihoSettings.model_fields["memory_retrieval_limit"].default
+_WINDOW = f"{WINDOW_SECONDS:g}"
+
+_REDACTION = (
+    "**Secrets and write-time filters** (D5, seed 001). Credentials — API keys, tokens, private keys, "
+    "passwords — are replaced by `[secret]` before anything is written (working memory, graph, index, "
+    "artifacts); the call still succeeds and its result names what was replaced in `redacted: [...]`. "
+    "Nothing is rejected for containing a secret. Some texts are never stored: empty text, text starting "
+    "with `[cron:` or `[Heartbeat Task`, text containing `[distilled_` or `distilled_index_sig:`. That is "
+    'not an error: `kumiho_memory_store` answers `{"stored": false, "skipped": "<reason>"}`, '
+    "`kumiho_memory_ingest` and `kumiho_memory_add_response` answer with `skipped` and buffer nothing, "
+    "and reflect does not buffer such a `response` (`buffered: false`)."
+)
+
+# (heading, tools in it, what the schema does not show); a tool missing here lands in "Other tools".
+GROUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("Recall", ("kumiho_memory_engage", "kumiho_memory_recall", "kumiho_memory_retrieve", "kumiho_fulltext_search"),
+     "* Scores are on the appliance's one calibrated 0..1 scale (D1, [search.md](search.md)); `min_score` "
+     "drops results below it. Recall ranks hybrid (vector + full-text) hits, one memory per item (its "
+     "`published` revision, else the latest), with the seed's time decay (D2), current memories before the "
+     "ones they supersede, and diversity. Deprecated items never appear.\n"
+     "* engage and recall return memories of kind `conversation` (what the write tools create); retrieve "
+     "takes the kind as `memory_item_kind`. A `limit` above 100 is treated as 100.\n"
+     "* `space_paths` are relative to the project (`decisions`, `/decisions` and `CognitiveMemory/decisions` "
+     "are the same space); a space that does not exist is a `not_found` error naming the field.\n"
+     f"* **{_WINDOW}-second cache** (D3): an identical `kumiho_memory_engage` / `kumiho_memory_recall` call "
+     f"(same arguments, same client) within {_WINDOW} s gets the same result again, marked `cached: true`, "
+     "and only while nothing was written: any write empties the cache. Empty results are never cached.\n"
+     "* Read-your-writes: a memory stored by an earlier call is found by the next recall.\n"
+     f"* `graph_augmented: true` needs a local model; without one the answer carries `graph_augmented: "
+     f'"unavailable: {NO_MODEL}; plain recall was used"`.\n'
+     "* `kumiho_memory_retrieve` modes: `search` (relevance), `latest` (newest first; also `newest`, "
+     "`recent`, `most_recent`) and `first` (the oldest match; also `earliest`, `oldest`, `initial`). When "
+     "search finds fewer than `limit`, members of the named `bundle_names` fill up (score 0.5).\n"
+     "* `kumiho_fulltext_search` is typo-tolerant; `context` is a `project/space` prefix matched by whole "
+     "segments."),
+    ("Writing memories", ("kumiho_memory_store", "kumiho_memory_reflect"),
+     f"* **Stacking** (`stack_revisions`, default true): before writing, a hybrid search for the new "
+     f"memory's title and summary looks at items of the same kind in the same space. The best item gets the "
+     f"memory as its next revision (with the default tags, `published` moves to it) when it scores "
+     f"≥ {STACK_STRONG} whatever its memory type, or ≥ {STACK_MIDDLE} with the same memory type — and in "
+     f"both cases title + summary share a lexical overlap ≥ {STACK_MIN_OVERLAP} (Jaccard over words of two "
+     f"or more characters and CJK bigrams; a text with fewer than {STACK_MIN_TOKENS} such tokens never "
+     "stacks). Deprecated items are never stacked onto. Otherwise a new item is created. Results report "
+     "`stacked`, `stack_score`, `stack_runner_up` and `stack_overlap`; `stack_revisions: false` always "
+     "creates a new item.\n"
+     "* `tags` default to `[\"published\"]`; `latest` is automatic and ignored when given. Summaries longer "
+     f"than {SUMMARY_LIMIT} characters are clipped. The memory's text is also written as a Markdown artifact "
+     "under the data directory (unless `artifact_location` points elsewhere).\n"
+     "* `source_revision_krefs` / `source_krefs` become `DERIVED_FROM` edges (store: `edge_type`); a source "
+     "that does not exist is listed in `edges_skipped` instead of failing the write.\n"
+     "* `kumiho_memory_reflect` buffers `response` in the session's working memory, then writes every "
+     "capture in one transaction: all or none. A capture stacks only when it names a space (`space_hint`, "
+     "or the call's `space_path`). Capture types: "
+     + ", ".join(f"`{t}`" for t in CAPTURE_TYPES)
+     + "; any other lowercase word is stored as given (D7). `revises` (a kref) makes the capture the next "
+     "revision of that item, linked `SUPERSEDES` to the previous one, which is marked superseded. An "
+     "`event_date` that is not `YYYY`, `YYYY-MM` or `YYYY-MM-DD` is dropped and listed in "
+     f'`dropped_event_dates`. Edge discovery needs a local model: `edge_discovery: "skipped: {NO_MODEL}"`.\n'
+     f"* {_REDACTION}"),
+    ("Working memory and sessions", ("kumiho_memory_ingest", "kumiho_memory_add_response",
+                                     "kumiho_memory_consolidate", "kumiho_memory_store_execution"),
+     "* Session identity, in order: an explicit `session_id`; without `user_id`, the host's session "
+     "(`KUMIHO_SESSION_ID` of the `kumiho-ce mcp` process, D10); with `user_id`, the active session of "
+     "(`context`, `user_id`), else a new `<context>:user-<hash>:<YYYYMMDD>:<seq>`. Results echo `session_id` "
+     "and `session_id_source` (`argument`, `host-env`, `active-pointer`, `generated`): reuse the reported "
+     "id, never invent one. A blank `session_id` is an error. Buffers survive restarts.\n"
+     f"* `kumiho_memory_ingest` answers `should_consolidate: true` once the session holds {CONSOLIDATE_AFTER} "
+     "or more messages.\n"
+     "* `kumiho_memory_consolidate` stores an agent-written `summary` (text, or an object with `title`, "
+     "`summary`, `type`, `classification`, `events`, `knowledge`, `implications`) without any model, writes "
+     "the buffer's transcript — credential- and PII-redacted — as the memory's `conversation` artifact, and "
+     "clears the buffer. Without `summary` it would need the local model: until one is configured the call "
+     f"fails with `invalid_argument` (field `summary`, \"{NO_MODEL} …\") and keeps the buffer.\n"
+     "* `kumiho_memory_store_execution` records a failure (memory type `error`) when `status` is `failed`, "
+     "`error` or `blocked` or `exit_code` is non-zero, else a success (type `action`); stdout and stderr "
+     "go to an `execution_log` artifact. Executions never stack.\n"
+     "* Secrets are redacted and some texts are never stored, as for "
+     "[writing memories](#writing-memories)."),
+    ("Model-backed tools", ("kumiho_memory_discover_edges", "kumiho_memory_dream_state"),
+     f"* These need a local model. Until one is configured they answer without changing anything and say "
+     f"so: `kumiho_memory_discover_edges` returns `edges: []` with `skipped: \"{NO_MODEL}: …\"` (an unknown "
+     "`revision_kref` is still an error); `kumiho_memory_dream_state` with `dry_run: true` reports "
+     "`would_assess` (the project's conversation items), without it `success: false` and "
+     f"`skipped: \"{NO_MODEL}: …\"`.\n"
+     "* `dream_state`'s `base_url` is refused (D6: remote model endpoints need the operator's "
+     "`allow_remote_endpoints`)."),
+    ("Graph maintenance", ("kumiho_resolve_kref", "kumiho_get_edges", "kumiho_get_revision_by_tag",
+                           "kumiho_deprecate_item"),
+     "* krefs: `kref://<project>/<space…>/<item>.<kind>?r=<n>&a=<artifact>`, or the short form without a "
+     "kind (D8; `kref://Revka/AgentPool/transport?r=4`). An ambiguous short kref is an `ambiguous_kref` "
+     "error listing `candidates`; results always use the canonical form.\n"
+     "* `kumiho_resolve_kref` returns the `location` of the named artifact (`&a=`) or of the revision's "
+     "default one, with `resolved: false` when there is none. `kumiho_get_edges` returns every edge in one "
+     "answer (no paging).\n"
+     "* `kumiho_deprecate_item` takes an item kref (no `?r=`): the item disappears from recall and search "
+     "and comes back with `deprecated: false`."),
+    ("Operator tools", ("memory_engage", "memory_reflect", "memory_retrieve", "memory_search", "memory_fulltext",
+                        "memory_get_item", "memory_resolve_kref", "memory_get_revision_by_tag", "memory_store",
+                        "memory_graph"),
+     "Revka's Operator-side wrappers (MISSION §2, §6). Where a `kumiho_*` tool does the same job they behave "
+     "like it, except:\n\n"
+     "* `memory_engage`: `min_score` is floored at `[memory] min_relevance_score` (default "
+     f"{_FLOOR}) and `limit` capped at the client's `KUMIHO_MEMORY_RETRIEVAL_LIMIT` (D10) or else "
+     f"`[kumiho] memory_retrieval_limit` (default {_CAP}); both default to that floor and cap, and the "
+     f"result echoes the values used. It shares the {_WINDOW}-second cache and answers `context`, "
+     "`results`, `source_krefs`, `count`.\n"
+     "* `memory_store` requires `title`; `user_text` is optional.\n"
+     "* `memory_search` filters items by `context_filter` (project/space path prefix), `name_filter` and "
+     "`kind_filter`, with `*` wildcards.\n"
+     f"* `memory_graph`: `{{nodes, edges, spaces, stats}}` for a force-directed view, at most {GRAPH_MAX} "
+     "items (newest first or by name), with space nodes, `BELONGS_TO` / `CHILD_OF` edges and the items' "
+     "real edges."),
+)
+
+
+def reference_markdown() -> str:
+    specs = tools()
+    grouped = [(title, [n for n in names if n in specs], note) for title, names, note in GROUPS]
+    placed = {n for _, names, _ in grouped for n in names}
+    rest = [n for n in specs if n not in placed]
+    if rest:
+        grouped.append(("Other tools", rest, ""))
+    lines = [
+        "# MCP tools",
+        "",
+        f"Generated from `appliance/mcp_api/tools.json` and the memory code (`{COMMAND}`; a test keeps it "
+        f"fresh). The appliance serves {len(specs)} tools; ready-to-paste client configurations are in "
+        "[agent-hosts.md](agent-hosts.md).",
+        "",
+        "## Transports",
+        "",
+        f"* **Streamable HTTP** at `/mcp` on the running appliance (default `{MCP_URL}`). Stateless: no "
+        "`Mcp-Session-Id`, every POST is answered with one plain `application/json` message (no event "
+        "stream). Bound to loopback, the `Host` header (and `Origin`, when sent) must name a loopback "
+        "address (DNS-rebinding protection); bound beyond loopback, they need "
+        "`Authorization: Bearer <token>` (the `token` file in the data directory, or the `api_token` setting).",
+        "* **stdio**: `kumiho-ce mcp` holds no store. It forwards every JSON-RPC line to the running "
+        "appliance's `/mcp` (starting `kumiho-ce serve` in the background when none answers), so any number "
+        "of agent hosts share one store.",
+        f"* **Per-client defaults** (D10) travel with each request as headers: `KUMIHO_MEMORY_PROJECT` → "
+        f"`{PROJECT_HEADER}` (the project of calls that name none), `KUMIHO_MEMORY_RETRIEVAL_LIMIT` → "
+        f"`{LIMIT_HEADER}` (operator limit cap), `KUMIHO_SESSION_ID` → `{SESSION_HEADER}` (host session). "
+        "The stdio shim sends them from its environment; HTTP clients may send the headers themselves. They "
+        "never change the appliance's configuration.",
+        "",
+        "## Results and errors (D9)",
+        "",
+        "Every result is one JSON object, given twice: as the only `text` content block (the JSON, for hosts "
+        "that read text) and as `structuredContent`. A failed call is a tool result with `isError: true` "
+        'whose object is `{"error": {"code", "message", "field?"}}`: `message` says what to change, '
+        "`field` names the argument at fault (e.g. `captures[0].title`). Schema violations are reported the "
+        "same way. Codes: "
+        + ", ".join(f"`{c}`" for c in (InvalidArgument.code, InvalidKref.code, NotFound.code, AmbiguousKref.code,
+                                       KumihoError.code))
+        + f" (`{AmbiguousKref.code}` adds `candidates`; `{KumihoError.code}` is a defect, logged by the "
+        "appliance, never a traceback).",
+        "",
+        "## Tools",
+        "",
+        "| tool | title | read-only | destructive | idempotent |",
+        "|---|---|---|---|---|",
+    ]
+    for _, names, _ in grouped:
+        for name in names:
+            spec = specs[name]
+            lines.append(f"| [`{name}`](#{name}) | {_cell(spec.title)} | {_flag(spec, 'readOnlyHint')} | "
+                         f"{_flag(spec, 'destructiveHint')} | {_flag(spec, 'idempotentHint')} |")
+    for title, names, note in grouped:
+        lines += ["", f"## {title}"]
+        if note:
+            lines += ["", note]
+        for name in names:
+            lines += ["", *_tool(specs[name])]
+    return "\n".join(lines) + "\n"
+
+
+def _tool(spec: ToolSpec) -> list[str]:
+    lines = [f"### {spec.name}", "", f"**{spec.title}** — read-only: {_flag(spec, 'readOnlyHint')}, "
+             f"destructive: {_flag(spec, 'destructiveHint')}, idempotent: {_flag(spec, 'idempotentHint')}.", "",
+             spec.description, ""]
+    rows = _rows(spec.input_schema, "")
+    if not rows:
+        return [*lines, "No parameters."]
+    return [*lines, "| parameter | type | default | required | description |", "|---|---|---|---|---|", *rows]
+
+
+def _rows(schema: dict[str, Any], prefix: str) -> list[str]:
+    required = set(schema.get("required", []))
+    rows = []
+    for name, prop in schema.get("properties", {}).items():
+        default = f"`{_cell(json.dumps(prop['default'], ensure_ascii=False))}`" if "default" in prop else ""
+        rows.append(f"| `{prefix}{name}` | {_type(prop)} | {default} | {'yes' if name in required else ''} | "
+                    f"{_cell(prop.get('description', ''))} |")
+        items = prop.get("items", {})
+        if prop.get("type") == "array" and items.get("properties"):
+            rows += _rows(items, f"{prefix}{name}[].")
+        elif prop.get("properties"):
+            rows += _rows(prop, f"{prefix}{name}.")
+    return rows
+
+
+def _type(prop: dict[str, Any]) -> str:
+    kind = prop.get("type", "any")
+    text = " or ".join(f"`{k}`" for k in kind) if isinstance(kind, list) else f"`{kind}`"
+    if kind == "array":
+        count = f" (≤ {prop['maxItems']} items)" if "maxItems" in prop else ""
+        return f"{text}{count} of {_type(prop.get('items', {}))}"
+    notes = []
+    if "enum" in prop:
+        notes.append("one of " + ", ".join(f"`{_cell(json.dumps(v, ensure_ascii=False))}`" for v in prop["enum"]))
+    if "pattern" in prop:
+        notes.append(f"matching `{_cell(prop['pattern'])}`")
+    if "minimum" in prop:
+        notes.append(f"≥ {prop['minimum']}")
+    if "maximum" in prop:
+        notes.append(f"≤ {prop['maximum']}")
+    if "maxLength" in prop:
+        notes.append(f"≤ {prop['maxLength']} characters")
+    return f"{text} ({'; '.join(notes)})" if notes else text
+
+
+def _flag(spec: ToolSpec, hint: str) -> str:
+    return "yes" if spec.annotations.get(hint) else "no"
+
+
+def _cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+if __name__ == "__main__":
+    print(reference_markdown(), end="")
