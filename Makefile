@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: install install-test run test test-long lint bench bench-search bench-recall clean
+.PHONY: install install-test run test test-long lint bench bench-search bench-recall bench-mcp clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kumiho-ce needs Python 3.11 or newer")'
@@ -52,6 +52,10 @@ bench-search: install
 DATA ?= ../shared/bench/locomo-dev.json
 bench-recall: install
 	$(BIN)/python benchmarks/locomo_recall.py --data $(DATA)
+
+# engage/store latency through MCP (HTTP and stdio) against a real appliance at 10k memories
+bench-mcp: install
+	$(BIN)/python benchmarks/mcp_bench.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info
