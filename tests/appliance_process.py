@@ -49,7 +49,7 @@ class Running:
         return self.process.wait(timeout=30)
 
 
-def wait_until_live(url: str, process: subprocess.Popen[str], timeout: float = 30, log: Path | None = None
+def wait_until_live(url: str, process: subprocess.Popen[str], timeout: float = 90, log: Path | None = None
                     ) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

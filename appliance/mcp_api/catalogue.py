@@ -54,7 +54,8 @@ def validated(name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
     if errors:
         raise InvalidArgument(_message(errors[0]), field=_field(errors[0]))
     for key, schema in tools()[name].input_schema.get("properties", {}).items():
-        if key not in args and "default" in schema:
+        # an absent project means the client's default project (D10), not the schema's documented default
+        if key not in args and "default" in schema and key != "project":
             args[key] = schema["default"]
     return args
 

@@ -88,11 +88,20 @@ class Shim:
                                  ("KUMIHO_SESSION_ID", SESSION_HEADER)):
             if os.environ.get(variable):
                 headers[header] = os.environ[variable]
-        if not self.settings.is_loopback or self.data_dir.token_path.exists():
-            configured = self.settings.api_token
-            token = configured.get_secret_value() if configured else self.data_dir.read_or_create_token()
+        token = self._token()
+        if token:
             headers["authorization"] = f"Bearer {token}"
         return headers
+
+    def _token(self) -> str | None:
+        """The appliance's token (needed beyond loopback), when this user may read it."""
+        configured = self.settings.api_token
+        if configured:
+            return configured.get_secret_value()
+        try:
+            return self.data_dir.token_path.read_text().strip() or None
+        except OSError:  # no token yet (loopback), or a service's data dir this user cannot read
+            return None
 
     # -- forwarding ------------------------------------------------------------------------------------
     def forward(self, line: str) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from appliance.core import kref as krefs
 from appliance.core import redaction
-from appliance.errors import InvalidArgument, NotFound
+from appliance.errors import Conflict, InvalidArgument, NotFound
 from appliance.graph import GraphStore
 from appliance.memory import records, views
 from appliance.memory.cache import RecallCache
@@ -322,7 +322,8 @@ class MemoryService:
         provided = args.get("summary")
         if not provided:
             if not messages:
-                return {"success": False, "error": "No messages to consolidate", "session_id": session_id}
+                raise Conflict(f"No messages to consolidate in session {session_id}: nothing was buffered "
+                               "(or it was consolidated already)", field="session_id")
             raise InvalidArgument(f"summary: {NO_MODEL} is configured to summarise the session; pass an "
                                   "agent-written summary (text or {title, summary, …})", field="summary")
         shaped = _summary_shape(red.clean(provided))

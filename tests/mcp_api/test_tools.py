@@ -254,3 +254,107 @@ def test_working_memory_survives_a_restart(tmp_path: Path) -> None:
         after = anyio.run(ingest, second, "And the hotel is in Lyon.")
     assert [m["content"] for m in after["working_memory"]] == [
         "Remember that my flight is on Friday.", "And the hotel is in Lyon."]
+
+
+def test_retrieve_modes_search_latest_and_first(app: Running) -> None:
+    async def steps(session: Any) -> dict[str, dict[str, Any]]:
+        for day in ("01", "02", "03"):
+            await call(session, "kumiho_memory_store", title=f"Standup on March {day}",
+                       user_text=f"Standup notes for March {day}: the glacier migration progressed.",
+                       space_path="standups", stack_revisions=False)
+        return {mode: await call(session, "kumiho_memory_retrieve", query="glacier migration standup",
+                                 space_paths=["standups"], mode=mode, limit=2)
+                for mode in ("search", "latest", "first")}
+
+    out = run(app, steps)
+    assert len(out["search"]["item_krefs"]) == 2 and len(out["search"]["scores"]) == 2
+    assert out["latest"]["created_at"] == sorted(out["latest"]["created_at"], reverse=True)
+    assert "March 03" in out["latest"]["results"][0]["title"]
+    assert len(out["first"]["item_krefs"]) == 1 and "scores" not in out["first"]
+    assert out["first"]["item_krefs"][0] != out["latest"]["item_krefs"][0]
+
+
+def test_store_execution_records_action_or_error_with_a_log_artifact(app: Running) -> None:
+    async def steps(session: Any) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        ok = await call(session, "kumiho_memory_store_execution", task="make test", status="done", exit_code=0,
+                        stdout="210 passed", space_hint="ci")
+        bad = await call(session, "kumiho_memory_store_execution", task="make lint", status="failed",
+                         exit_code=2, stderr="E501 line too long", space_hint="ci")
+        located = await call(session, "kumiho_resolve_kref", kref=bad["store_result"]["revision_kref"])
+        return ok, bad, located
+
+    ok, bad, located = run(app, steps)
+    assert ok["memory_type"] == "action" and bad["memory_type"] == "error"
+    assert bad["store_result"]["summary"].startswith("Attempted 'make lint' but failed: E501")
+    log = Path(located["location"]).read_text()
+    assert located["resolved"] and "# Tool Execution: make lint" in log and "E501" in log
+
+
+def test_ingest_add_response_and_consolidate_with_an_agent_summary(app: Running) -> None:
+    async def steps(session: Any) -> dict[str, Any]:
+        first = await call(session, "kumiho_memory_ingest", user_id="kim", message="My email is kim@example.org")
+        sid = first["session_id"]
+        added = await call(session, "kumiho_memory_add_response", session_id=sid, response="Noted, Kim.")
+        skipped = await call(session, "kumiho_memory_add_response", session_id=sid, response="[cron:nightly] ok")
+        without = await session.call_tool("kumiho_memory_consolidate", {"session_id": sid})
+        done = await call(session, "kumiho_memory_consolidate", session_id=sid, summary={
+            "title": "Kim shared contact details", "summary": "Kim gave an email address for follow-ups.",
+            "classification": {"topics": ["contacts"], "entities": ["Kim"]}})
+        empty = await session.call_tool("kumiho_memory_consolidate", {"session_id": sid})
+        located = await call(session, "kumiho_resolve_kref", kref=done["store_result"]["revision_kref"])
+        return {"first": first, "added": added, "skipped": skipped, "without": without, "done": done,
+                "empty": empty, "located": located}
+
+    out = run(app, steps)
+    assert out["first"]["session_id_source"] == "generated" and out["added"]["message_count"] == 2
+    assert out["skipped"]["success"] is False and "cron" in out["skipped"]["skipped"]
+    assert out["without"].is_error and "summary" in out["without"].content[0].text
+    assert out["done"]["success"] is True and out["done"]["cleared_messages"] == 2
+    assert out["empty"].is_error and "No messages to consolidate" in out["empty"].content[0].text
+    transcript = Path(out["located"]["location"]).read_text()
+    assert "Noted, Kim." in transcript and "kim@example.org" not in transcript and "[email]" in transcript
+
+
+def test_model_backed_tools_say_plainly_what_they_skipped(app: Running) -> None:
+    async def steps(session: Any) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], Any]:
+        stored = await call(session, "kumiho_memory_store", title="Edge seed", user_text="A memory to link.")
+        edges = await call(session, "kumiho_memory_discover_edges", revision_kref=stored["revision_kref"],
+                           summary="A memory to link.")
+        dry = await call(session, "kumiho_memory_dream_state", dry_run=True)
+        wet = await call(session, "kumiho_memory_dream_state")
+        remote = await session.call_tool("kumiho_memory_dream_state", {"base_url": "https://api.example.com/v1"})
+        return edges, dry, wet, remote
+
+    edges, dry, wet, remote = run(app, steps)
+    assert edges["count"] == 0 and edges["skipped"].startswith("no local model")
+    assert dry["success"] is True and dry["would_assess"] >= 1 and dry["deprecated"] == 0
+    assert wet["success"] is False and "no local model" in wet["skipped"]
+    assert remote.is_error and "allow_remote_endpoints" in remote.content[0].text
+
+
+def test_operator_lookup_tools(app: Running) -> None:
+    async def steps(session: Any) -> dict[str, Any]:
+        stored = await call(session, "memory_store", title="Operator note", summary="Kept by the operator.",
+                            space_path="operator")
+        reflected = await call(session, "memory_reflect", session_id="op", response="done", captures=[
+            {"type": "lesson", "title": "Restart the worker after config edits",
+             "content": "Config edits need a worker restart.", "space_hint": "operator"}])
+        return {
+            "stored": stored, "reflected": reflected,
+            "item": await call(session, "memory_get_item", kref=stored["item_kref"]),
+            "resolved": await call(session, "memory_resolve_kref", kref=stored["revision_kref"]),
+            "tagged": await call(session, "memory_get_revision_by_tag", item_kref=stored["item_kref"]),
+            "search": await call(session, "memory_search", context_filter="CognitiveMemory/operator"),
+            "fulltext": await call(session, "memory_fulltext", query="worker restart"),
+            "retrieve": await call(session, "memory_retrieve", query="operator note", space_paths=["operator"]),
+            "no_title": await session.call_tool("memory_store", {"user_text": "x"}),
+        }
+
+    out = run(app, steps)
+    assert out["item"]["kref"] == out["stored"]["item_kref"] and out["resolved"]["resolved"] is True
+    assert out["tagged"]["kref"] == out["stored"]["revision_kref"]
+    assert out["reflected"]["capture_results"][0]["space_path"] == "CognitiveMemory/operator"
+    assert out["search"]["count"] == 2
+    assert any("restart" in r["item"]["item_name"] for r in out["fulltext"]["results"])
+    assert out["retrieve"]["item_krefs"][0] == out["stored"]["item_kref"]
+    assert out["no_title"].is_error and "title" in out["no_title"].content[0].text
