@@ -4,8 +4,9 @@
 
 Builds an index of N memories (LoCoMo turns repeated with their index appended, so the text is real) with
 the bundled model's vectors, then times hybrid, vector and full-text searches end to end (query embedding
-included) with a space filter, as the recall path runs them. Embedding throughput is measured on the same
-text. Rows are written straight to the index (the graph path is measured by graph_bench.py).
+included) with a space filter, as the recall path runs them, after loading the resident copy of the rows
+(its load time and memory are reported). Embedding throughput is measured on the same text. Rows are
+written straight to the index (the graph path is measured by graph_bench.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import statistics
 import sys
 import tempfile
 import time
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -68,6 +70,18 @@ def build(index: SearchIndex, texts: list[str], vectors: np.ndarray, size: int) 
     return time.perf_counter() - start
 
 
+def resident_mb(path: Path, dim: int, model_id: str) -> float:
+    """Memory the in-memory rows keep (vectors, filter columns, postings, vocabulary), by tracemalloc over a
+    second load of the same index."""
+    other = SearchIndex(path, dim, model_id)
+    tracemalloc.start()
+    try:
+        other.resident()
+        return round(tracemalloc.get_traced_memory()[0] / 2**20, 1)
+    finally:
+        tracemalloc.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10000,100000")
@@ -95,7 +109,11 @@ def main() -> None:
             index = SearchIndex(Path(scratch), embedder.dim, embedder.model_id)
             build_s = build(index, texts, vectors, size)
             service = SearchService(index, embedder)
+            start = time.perf_counter()
+            index.resident()
             entry: dict[str, object] = {"build_seconds": round(build_s, 1),
+                                        "resident_load_seconds": round(time.perf_counter() - start, 1),
+                                        "resident_mb": resident_mb(Path(scratch), embedder.dim, embedder.model_id),
                                         "indices": [i.index_type for i in index._table.list_indices()]}
             for mode in ("hybrid", "vector", "text"):
                 samples = []

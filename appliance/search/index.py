@@ -1,5 +1,6 @@
-"""The search index on LanceDB: one row per revision with its vector and searchable text (the store of
-record and the full-text engine; vector queries run on an in-memory copy, see vectors.py).
+"""The search index on LanceDB: one row per revision with its vector and searchable text, the store of record.
+Both search legs run on an in-memory copy of the rows (resident.py: exact cosine and BM25), loaded from the
+table on first use and following every write.
 
 Derived from the graph (the source of truth) and rebuilt from it by ``kumiho-ce reindex``. Nothing outside
 ``appliance.search`` imports lancedb.
@@ -17,12 +18,10 @@ from typing import Any
 import lancedb
 import numpy as np
 import pyarrow as pa
-from lancedb.index import FTS
-from lancedb.query import FullTextQuery
 
 from appliance.core.search import SearchFilter
 from appliance.errors import StorageError
-from appliance.search.vectors import VectorMatrix
+from appliance.search.resident import ResidentTable
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +70,6 @@ class SearchIndex:
         self._db = lancedb.connect(str(path))
         self._meta_path = path / "index.json"
         self._lock = threading.Lock()  # LanceDB writes (and optimize) from one thread at a time
-        self._fts_ready = False
         if self._has_table() and not self._compatible():
             log.warning("search index was built with another embedding model: dropping it for a rebuild")
             self._db.drop_table(TABLE)
@@ -80,9 +78,9 @@ class SearchIndex:
             self._meta_path.unlink(missing_ok=True)
             self._write_meta(model_id=model_id, dim=dim)
         self._table = self._db.open_table(TABLE)
-        self._fts_ready = any(i.index_type == "FTS" for i in self._table.list_indices())
-        self._matrix: VectorMatrix | None = None  # loaded on first use (vectors.py says why)
-        self._matrix_lock = threading.Lock()
+        self._drop_fts_index()
+        self._resident: ResidentTable | None = None  # loaded on first use (resident.py says why)
+        self._resident_lock = threading.Lock()
 
     def _has_table(self) -> bool:
         return TABLE in (self._db.list_tables().tables or [])
@@ -97,6 +95,16 @@ class SearchIndex:
         temp = self._meta_path.with_suffix(".tmp")
         temp.write_text(json.dumps({**self._meta(), **values}))
         temp.replace(self._meta_path)
+
+    def _drop_fts_index(self) -> None:
+        """Data directories written before full-text search moved into memory have a LanceDB FTS index that
+        nothing reads; optimize() would keep updating it."""
+        for config in self._table.list_indices():
+            if config.index_type == "FTS":
+                try:
+                    self._table.drop_index(config.name)
+                except Exception as exc:  # harmless: it only costs write time
+                    log.warning("could not drop the unused full-text index %s: %s", config.name, exc)
 
     def _compatible(self) -> bool:
         meta = self._meta()
@@ -114,26 +122,19 @@ class SearchIndex:
                  .when_not_matched_insert_all().execute(data))
             except Exception as exc:  # lance raises plain exceptions
                 raise StorageError(f"search index write failed: {exc}") from exc
-            if self._matrix is not None:
-                self._matrix.upsert(records)
-        self._ensure_indices()
+            if self._resident is not None:
+                self._resident.upsert(records)
 
     def delete(self, revision_krefs: list[str]) -> None:
         for start in range(0, len(revision_krefs), 500):
             chunk = revision_krefs[start: start + 500]
             with self._lock:
                 self._table.delete("revision_kref IN (" + ", ".join(_quote(k) for k in chunk) + ")")
-                if self._matrix is not None:
-                    self._matrix.delete(chunk)
-
-    def _ensure_indices(self) -> None:
-        if not self._fts_ready:
-            with self._lock:
-                self._table.create_index("text", config=FTS(with_position=False), replace=True)
-                self._fts_ready = True
+                if self._resident is not None:
+                    self._resident.delete(chunk)
 
     def optimize(self) -> None:
-        """Fold new rows into the indices and compact files (run when the writer is idle)."""
+        """Compact the table's files (run when the writer is idle)."""
         with self._lock:
             self._table.optimize()
 
@@ -157,38 +158,30 @@ class SearchIndex:
         return {r["revision_kref"]: (r["text_hash"], np.asarray(r["vector"], dtype=np.float32)) for r in found}
 
     def vector_search(self, vector: np.ndarray, where: SearchFilter, limit: int) -> list[Hit]:
-        """Exact cosine search over the in-memory copy of the vectors (loaded from the table once)."""
-        return [Hit(kref, cosine) for kref, cosine in self._vectors().search(vector, where, limit)]
+        """Exact cosine search over the resident copy of the vectors."""
+        return [Hit(kref, cosine) for kref, cosine in self.resident().search(vector, where, limit)]
 
-    def _vectors(self) -> VectorMatrix:
-        with self._matrix_lock:
-            if self._matrix is None:
+    def text_search(self, text: str, where: SearchFilter, limit: int, with_vectors: bool = False,
+                    fuzzy: bool = False) -> list[Hit]:
+        """BM25 hits over the resident term index; ``fuzzy`` matches each query word within a few edits
+        (typo tolerance), ``with_vectors`` returns each hit's stored vector too (hybrid search scores text
+        hits by meaning without another query)."""
+        return [Hit(kref, bm25, vector)
+                for kref, bm25, vector in self.resident().text_search(text, where, limit, fuzzy, with_vectors)]
+
+    def resident(self) -> ResidentTable:
+        """The in-memory copy of the rows, loaded from the table on first use."""
+        with self._resident_lock:
+            if self._resident is None:
                 with self._lock:  # no write lands between reading the table and following its writes
-                    matrix = VectorMatrix(self.dim)
+                    resident = ResidentTable(self.dim)
                     count = self.count()
                     if count:
                         columns = ["revision_kref", "project", "space", "kind", "memory_type", "tags",
-                                   "deprecated", "vector"]
-                        matrix.upsert(self._table.search().select(columns).limit(count).to_arrow().to_pylist())
-                    self._matrix = matrix
-            return self._matrix
-
-    def text_search(self, text: str | FullTextQuery, where: SearchFilter, limit: int,
-                    with_vectors: bool = False) -> list[Hit]:
-        """BM25 hits for a plain string or a structured (e.g. fuzzy) full-text query; ``with_vectors``
-        returns each hit's stored vector too (hybrid search scores text hits by meaning without another
-        query)."""
-        if not self._fts_ready or (isinstance(text, str) and not text.strip()):
-            return []
-        query = (self._table.search(text, query_type="fts", fts_columns="text") if isinstance(text, str)
-                 else self._table.search(text, query_type="fts"))
-        clause = to_sql(where)
-        if clause:
-            query = query.where(clause, prefilter=True)
-        columns = ["revision_kref", "_score", *(["vector"] if with_vectors else [])]
-        found = query.select(columns).limit(limit).to_list()
-        return [Hit(r["revision_kref"], float(r["_score"]),
-                    np.asarray(r["vector"], dtype=np.float32) if with_vectors else None) for r in found]
+                                   "deprecated", "text", "vector"]
+                        resident.load(self._table.search().select(columns).limit(count).to_arrow())
+                    self._resident = resident
+            return self._resident
 
 
 def _as_record(row: IndexRow) -> dict[str, Any]:
@@ -199,25 +192,3 @@ def _as_record(row: IndexRow) -> dict[str, Any]:
 
 def _quote(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
-
-
-def _any_of(column: str, values: tuple[str, ...]) -> str:
-    return f"{column} IN (" + ", ".join(map(_quote, values)) + ")"
-
-
-def to_sql(where: SearchFilter) -> str:
-    """The filter as a LanceDB (DataFusion SQL) predicate; values are quoted, never interpolated raw."""
-    clauses = []
-    if not where.include_deprecated:
-        clauses.append("deprecated = false")
-    if where.project:
-        clauses.append(f"project = {_quote(where.project)}")
-    if where.spaces:
-        clauses.append("(" + " OR ".join(f"array_has(spaces, {_quote(s)})" for s in where.spaces) + ")")
-    if where.kinds:
-        clauses.append(_any_of("kind", where.kinds))
-    if where.memory_types:
-        clauses.append(_any_of("memory_type", where.memory_types))
-    if where.tags:
-        clauses.append("(" + " OR ".join(f"array_has(tags, {_quote(t)})" for t in where.tags) + ")")
-    return " AND ".join(clauses)
