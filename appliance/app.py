@@ -94,6 +94,7 @@ def memory_tools(settings: Settings, data_dir: DataDir, graph: GraphStore, searc
     def now() -> datetime:
         return datetime.now(UTC)
 
+    graph.ensure_project(settings.kumiho.default_project)  # agents engage before anything was stored
     cache = RecallCache()
     graph.subscribe(cache.invalidate)  # D3: any write empties the 5-second cache
     recaller = Recaller(graph, search, wait_for_index=worker.wait_synced, clock=now,

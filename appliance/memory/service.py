@@ -113,6 +113,8 @@ class MemoryService:
 
     def _check_spaces(self, spaces: tuple[str, ...]) -> None:
         for space in spaces:
+            if space.count("/") == 1:  # a project's root: an empty or new project just recalls nothing
+                continue
             try:
                 self.graph.get_space(space)
             except NotFound:

@@ -61,7 +61,9 @@ def test_stdout_carries_nothing_but_protocol(app: Running) -> None:
             "protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-            "name": "kumiho_memory_recall", "arguments": {"query": "anything at all"}}},
+            "name": "kumiho_memory_engage", "arguments": {
+                "query": "anything at all", "space_paths": ["CognitiveMemory"], "recall_mode": "summarized",
+                "limit": 3}}},
         {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "kumiho_memory_recall",
                                                                       "arguments": {"limit": 0}}},
     ]
