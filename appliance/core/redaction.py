@@ -1,0 +1,363 @@
+"""Credential and PII redaction, and the seed's write-time filters (D5, seed 001). Pure: stdlib only, no I/O.
+
+* ``redact_secrets(text)`` replaces every credential by ``[secret]`` and names the kinds it found; nothing is
+  rejected for containing one (D5). ``redact_value`` does the same inside dicts, lists and tuples.
+* ``redact_pii(text)`` replaces e-mail addresses, phone numbers, SSNs, card numbers, IPv4 addresses and IBANs
+  by ``[email]``, ``[phone]``… (for transcripts written at consolidation). Every redactor has the shape
+  ``text -> (text, kinds)``, so ``compose(redact_pii, ner_step)`` chains a later NER pass after it.
+* ``skip_reason(text, key)`` says why a text is never stored (cron output, heartbeats, distilled content,
+  empty text, ``assistant_resp*`` auto-save keys), or None.
+
+Every pattern runs in linear time: a repeated run either is bounded (``{0,15}``), can only start at the
+beginning of a run of its own characters (a look-behind), or ends in a match that the scan then skips past;
+nothing nests unbounded repetitions. ``redact_secrets`` is idempotent: no value takes in a ``[secret]``, and a
+token that was glued to a replaced one stays unmatched on a second pass (the ``(?<!\\[secret\\])`` guards).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+SECRET = "[secret]"
+
+Redactor = Callable[[str], tuple[str, list[str]]]
+
+
+@dataclass(frozen=True, slots=True)
+class Pattern:
+    """One kind of sensitive text: the regex, which group of a match is replaced, an optional extra test.
+
+    A match failing ``check`` is skipped whole (the scan goes on after it), so ``check`` must also fail for any
+    match that could start inside a failing one; otherwise a second pass could find it.
+    """
+
+    kind: str
+    regex: re.Pattern[str]
+    group: int = 0
+    check: Callable[[str], bool] | None = None
+
+
+def _start(chars: str) -> str:
+    """A token starts outside a run of ``chars`` (not mid-word; also keeps the scan linear) and not glued
+    to a ``[secret]`` left by an earlier pass (so a second pass finds nothing the first one did not)."""
+    return rf"(?<![{chars}])(?<!\[secret\])"
+
+
+def _chars(cls: str) -> str:
+    """One character of the class ``[cls]`` that does not begin a ``[secret]``: a value never takes one in."""
+    return rf"(?:(?!\[secret\])[{cls}])"
+
+
+# Names that label a credential in ``key = value`` / ``"key": "value"`` text, optionally behind up to four
+# prefix words (DB_PASSWORD, openai_api_key, client-secret). "tokens", "password_policy" or "token_count" are
+# no credential labels: the name must be followed by the separator.
+_KEY_NAMES = (
+    r"api[_-]?key|secret(?:[_-]?key)?|client[_-]?secret|access[_-]?token|auth[_-]?token|token"
+    r"|password|passwd|passphrase|pwd|credentials?|private[_-]?key"
+)
+_KEY = rf"(?i:(?:[A-Za-z0-9]{{1,24}}[_-]){{0,4}}(?:{_KEY_NAMES}))"
+# A dict key that names a credential field: its whole string value is one.
+_CREDENTIAL_FIELD = re.compile(rf"{_KEY}|(?i:authorization)")
+
+# The value of `key = value`: quoted, 8+ characters up to the closing quote (spaces allowed: passphrases), or bare,
+# 8+ characters up to whitespace, a quote or "&", leaving a trailing punctuation mark to the sentence.
+_QUOTED_VALUE = '(?<=")' + _chars('^"\n') + "{8,}(?=\")|(?<=')" + _chars("^'\n") + "{8,}(?=')"
+_BARE_VALUE = "(?<![\"'])" + _chars("^\\s\"'&") + "{7,}" + _chars("^\\s\"'&,.;:!?)\\]}")
+
+# base64/base64url/hex token characters, as found after "Bearer" or "Basic" (RFC 6750 b64token)
+_TOKEN = r"[A-Za-z0-9_.~+/-]"
+
+
+def _has_alnum_run(token: str) -> bool:
+    """sk-/pk-… keys carry a long random part; "sk-learn-is-a-library-for-ml" does not (nor any part of it)."""
+    return re.search(r"[A-Za-z0-9]{20}", token) is not None
+
+
+SECRET_PATTERNS: tuple[Pattern, ...] = (
+    # A PEM private key: the whole BEGIN…END block (base64 lines, "Proc-Type:"/"DEK-Info:"/"Comment:" header
+    # lines, "\n" escapes of a JSON string), or the header alone when the block is cut off. The body is
+    # possessive and cannot contain "--", so a scan stops at the next "-----" marker.
+    Pattern(
+        "private_key",
+        re.compile(
+            r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
+            r"(?:(?:(?<=\n)[A-Za-z][\w-]{0,40}:(?:[^\n-]|-(?!-))*|[A-Za-z0-9+/=\s\\])*+"
+            r"-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----)?"
+        ),
+    ),
+    # scheme://user:password@host — DB and broker URLs, HTTP basic auth: only the password goes. It runs to the
+    # last "@" before the path, as people do write unescaped "@" in passwords.
+    Pattern(
+        "url_password",
+        re.compile(r"(?i:[a-z][a-z0-9+.-]{0,15})://[^\s:/?#\[\]]{0,256}:(" + _chars(r"^\s/?#") + "+)@"),
+        1,
+    ),
+    Pattern("aws_access_key", re.compile(_start("A-Za-z0-9") + r"(?:AKIA|ABIA|ACCA|ASIA)[A-Z0-9]{16}")),
+    # An AWS secret key is 40 base64 characters with no marker of its own: only its label identifies it.
+    Pattern(
+        "aws_secret_key",
+        re.compile(r"(?i:aws[_-]?secret(?:[_-]?access)?[_-]?key)[\"']?[ \t]*[:=][ \t]*[\"']?([A-Za-z0-9/+=]{16,})"),
+        1,
+    ),
+    # A token, not a word ("Bearer authentication"): 12+ characters with a digit, or 24+.
+    Pattern(
+        "bearer_token",
+        re.compile(rf"(?i:bearer)[ \t]+((?={_TOKEN}*\d){_TOKEN}{{12,}}=*|{_TOKEN}{{24,}}=*)"),
+        1,
+    ),
+    # "Authorization: Basic dXNlcjpwYXNz" (curl -H …): the header name vouches for the value.
+    Pattern(
+        "authorization_header",
+        re.compile(
+            r"(?i:authorization)[\"']?[ \t]*[:=][ \t]*[\"']?(?i:basic|bearer|token)[ \t]+" + rf"({_TOKEN}{{6,}}=*)"
+        ),
+        1,
+    ),
+    # OpenAI/Anthropic/Stripe style: sk-…, sk-proj-…, sk-ant-api03-…, pk_live_…, rk-…, ak-…
+    Pattern("api_key", re.compile(_start("A-Za-z0-9") + r"(?:sk|pk|rk|ak)[-_][A-Za-z0-9_-]{20,}"), 0, _has_alnum_run),
+    Pattern(
+        "jwt",
+        re.compile(_start("A-Za-z0-9_-") + r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"),
+    ),
+    Pattern("google_api_key", re.compile(_start("A-Za-z0-9_-") + r"AIza[A-Za-z0-9_-]{35}")),
+    Pattern("slack_token", re.compile(_start("A-Za-z0-9") + r"xox[baprs]-[A-Za-z0-9-]{10,}")),
+    Pattern(
+        "github_token",
+        re.compile(_start("A-Za-z0-9_") + r"(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})"),
+    ),
+    # key = value, key: value, "key": "value", KEY='value': the label stays, a value of 8+ characters goes
+    # (quotes kept). A quoted value may hold spaces (passphrases); a bare one ends at whitespace, a quote or "&",
+    # and leaves a trailing punctuation mark to the sentence.
+    Pattern(
+        "password_assignment",
+        re.compile(
+            _start("A-Za-z0-9") + _KEY + r"[\"']?[ \t]*[:=][ \t]*[\"']?"
+            rf"({_QUOTED_VALUE}|{_BARE_VALUE})"
+        ),
+        1,
+    ),
+)
+
+
+def _spans(text: str, patterns: Iterable[Pattern]) -> list[tuple[int, int, str]]:
+    """(start, end, kind) of every match of every pattern, each pattern scanning the original text."""
+    spans = []
+    for pattern in patterns:
+        for match in pattern.regex.finditer(text):
+            start, end = match.span(pattern.group)
+            found = text[start:end]
+            if start < end and (pattern.check is None or pattern.check(found)):
+                spans.append((start, end, pattern.kind))
+    return spans
+
+
+def redact_secrets(text: str) -> tuple[str, list[str]]:
+    """``text`` with every credential replaced by ``[secret]``, and the sorted kinds found.
+
+    Overlapping matches (a JWT after "Bearer", an sk- key inside ``api_key=…``) merge into one ``[secret]``.
+    """
+    spans = sorted(_spans(text, SECRET_PATTERNS))
+    merged: list[list[int]] = []
+    for start, end, _ in spans:
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return _replace(text, [(start, end, SECRET) for start, end in merged]), sorted({kind for *_, kind in spans})
+
+
+def _replace(text: str, spans: Iterable[tuple[int, int, str]]) -> str:
+    """``text`` with each (start, end) span, sorted and disjoint, replaced by its placeholder."""
+    parts: list[str] = []
+    done = 0
+    for start, end, placeholder in spans:
+        parts += (text[done:start], placeholder)
+        done = end
+    parts.append(text[done:])
+    return "".join(parts)
+
+
+def redact_value(value: Any) -> tuple[Any, list[str]]:
+    """``value`` with ``redact_secrets`` applied to every string inside dicts, lists and tuples.
+
+    Dict keys are redacted only when they are credentials themselves. A string under a key that names a
+    credential field (``password``, ``api_key``, ``DB_PASSWORD``, ``authorization``…) is replaced whole,
+    whatever its length: the key says what it is. Other types come back unchanged.
+    """
+    kinds: set[str] = set()
+    return _redact(value, kinds), sorted(kinds)
+
+
+def _redact(value: Any, kinds: set[str]) -> Any:
+    if isinstance(value, str):
+        text, found = redact_secrets(value)
+        kinds.update(found)
+        return text
+    if isinstance(value, dict):
+        result = {}
+        for key, item in value.items():
+            field = isinstance(key, str) and _CREDENTIAL_FIELD.fullmatch(key)
+            if field and isinstance(item, str) and item.strip() and item != SECRET:
+                kinds.add("password_assignment")
+                item = SECRET
+            result[_redact(key, kinds)] = _redact(item, kinds)
+        return result
+    if isinstance(value, list):
+        return [_redact(item, kinds) for item in value]
+    if isinstance(value, tuple):
+        items = [_redact(item, kinds) for item in value]
+        return type(value)._make(items) if hasattr(value, "_make") else tuple(items)
+    return value
+
+
+# --------------------------------------------------------------------------------------------------- PII
+
+
+def _luhn(number: str) -> bool:
+    digits = [int(c) for c in number if c.isdigit()]
+    if not 13 <= len(digits) <= 19:
+        return False
+    total = 0
+    for i, digit in enumerate(reversed(digits)):
+        if i % 2:
+            digit = digit * 2 - 9 if digit > 4 else digit * 2
+        total += digit
+    return total % 10 == 0
+
+
+def _iban_checksum(iban: str) -> bool:
+    """ISO 13616: the country code and check digits moved to the end, letters as 10…35, mod 97 == 1."""
+    compact = iban.replace(" ", "")
+    if not 15 <= len(compact) <= 34:
+        return False
+    return int("".join(str(int(c, 36)) for c in compact[4:] + compact[:4])) % 97 == 1
+
+
+def _phone_digits(number: str) -> bool:
+    return 8 <= sum(c.isdigit() for c in number) <= 15
+
+
+_OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
+
+# In priority order: a later kind never replaces part of an earlier one (an IBAN's digits are no card number).
+# None starts right after a "]", so a placeholder glued to a number does not expose it on a second pass.
+PII_PATTERNS: tuple[Pattern, ...] = (
+    Pattern(
+        "email",
+        re.compile(r"(?<![\w.%+\]-])[A-Za-z0-9._%+-]+@(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,24}(?![\w-])"),
+    ),
+    Pattern(
+        "iban",
+        re.compile(r"(?<![A-Za-z0-9\]])[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?(?![A-Za-z0-9])"),
+        0,
+        _iban_checksum,
+    ),
+    # 13–19 digits, contiguous or in groups of 4 (Amex/Diners 4-6-5/4-6-4), starting like a card number
+    # (2–6: no 1… millisecond timestamps), passing the Luhn check.
+    Pattern(
+        "credit_card",
+        re.compile(
+            r"(?<![\w+\]-])(?=[2-6])"
+            r"(?:\d{13,19}|\d{4}([ -])\d{4}\1\d{4}\1\d{1,4}(?:\1\d{1,3})?|\d{4}([ -])\d{6}\2\d{4,5})(?![\w-])"
+        ),
+        0,
+        _luhn,
+    ),
+    Pattern("ssn", re.compile(r"(?<![\w\]-])(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}(?![\w-])")),
+    # NANP: optional +1, area code 2–9 (in parentheses or not), optional separators.
+    Pattern(
+        "phone",
+        re.compile(r"(?<![\w+\]])(?:\+?1[ .-]?)?(?:\([2-9]\d{2}\)|[2-9]\d{2})[ .-]?\d{3}[ .-]?\d{4}(?!\w)"),
+    ),
+    # International: +country then groups split by one separator or an (area) code; 8–15 digits in all.
+    Pattern(
+        "phone",
+        re.compile(r"(?<![\w+\]])\+[1-9]\d{0,14}(?:(?:[ .-]|[ .-]?\(\d{1,4}\)[ .-]?)\d{1,14}){0,6}(?!\d)"),
+        0,
+        _phone_digits,
+    ),
+    Pattern("ip_address", re.compile(rf"(?<![\w.\]])(?:{_OCTET}\.){{3}}{_OCTET}(?!\w|\.\d)")),
+)
+
+
+def redact_pii(text: str) -> tuple[str, list[str]]:
+    """``text`` with e-mails, phones, SSNs, card numbers, IPv4 addresses and IBANs replaced by ``[email]``,
+    ``[phone]``, ``[ssn]``, ``[credit_card]``, ``[ip_address]``, ``[iban]``; and the sorted kinds found.
+
+    Regex only; a named-entity pass (people, places) composes after it: ``compose(redact_pii, ner)``.
+    """
+    taken = bytearray(len(text))
+    accepted = []
+    for start, end, kind in _spans(text, PII_PATTERNS):  # pattern order = priority
+        if 1 not in taken[start:end]:
+            taken[start:end] = b"\x01" * (end - start)
+            accepted.append((start, end, kind))
+    replacements = [(start, end, f"[{kind}]") for start, end, kind in sorted(accepted)]
+    return _replace(text, replacements), sorted({kind for *_, kind in accepted})
+
+
+def compose(*steps: Redactor) -> Redactor:
+    """One redactor running ``steps`` in order, reporting the union of their kinds."""
+
+    def run(text: str) -> tuple[str, list[str]]:
+        kinds: set[str] = set()
+        for step in steps:
+            text, found = step(text)
+            kinds.update(found)
+        return text, sorted(kinds)
+
+    return run
+
+
+# ------------------------------------------------------------------------------------ write-time filters
+
+
+@dataclass(frozen=True, slots=True)
+class SkipRule:
+    """Text that is never stored (seed 001): where to look, what to look for, and why."""
+
+    name: str
+    field: str  # "text" or "key" (the auto-save key)
+    test: str  # "blank", "prefix" (after leading whitespace) or "contains"
+    needle: str
+    reason: str
+
+    @property
+    def condition(self) -> str:
+        if self.test == "blank":
+            return f"the {self.field} is empty or whitespace"
+        verb = "starts with" if self.test == "prefix" else "contains"
+        return f"the {self.field} {verb} `{self.needle}`"
+
+    def matches(self, text: str, key: str | None) -> bool:
+        subject = text if self.field == "text" else key
+        if subject is None:
+            return False
+        if self.test == "blank":
+            return not subject.strip()
+        if self.test == "prefix":
+            return (subject.lstrip() if self.field == "text" else subject).startswith(self.needle)
+        return self.needle in subject
+
+
+SKIP_RULES: tuple[SkipRule, ...] = (
+    SkipRule("empty", "text", "blank", "", "empty text is never stored"),
+    SkipRule("cron", "text", "prefix", "[cron:", "cron output is never stored"),
+    SkipRule("heartbeat", "text", "prefix", "[Heartbeat Task", "heartbeat task output is never stored"),
+    SkipRule("distilled", "text", "contains", "[distilled_", "distilled content is never stored again"),
+    SkipRule(
+        "distilled_index", "text", "contains", "distilled_index_sig:", "distilled index signatures are never stored"
+    ),
+    SkipRule("assistant_response", "key", "prefix", "assistant_resp", "assistant responses are not auto-saved"),
+)
+
+
+def skip_reason(text: str | None, key: str | None = None) -> str | None:
+    """Why ``text`` (auto-saved under ``key``) must not be stored, or None when it may be."""
+    for rule in SKIP_RULES:
+        if rule.matches(text or "", key):
+            return rule.reason
+    return None
