@@ -32,12 +32,16 @@ class IndexSync:
         total = self.graph.pending_count() if progress else 0  # a full scan: only for a progress bar
         done = 0
         while docs := self.graph.unindexed(self.batch):
-            self.index.upsert(self._rows(docs))
-            self.graph.mark_indexed(docs)
+            self.index_docs(docs)
             done += len(docs)
             if progress:
                 progress(min(done, total), max(total, done))
         return done
+
+    def index_docs(self, docs: list[IndexDoc]) -> None:
+        """Write one batch of outbox entries to the index, then mark them indexed in the graph."""
+        self.index.upsert(self._rows(docs))
+        self.graph.mark_indexed(docs)
 
     def _rows(self, docs: list[IndexDoc]) -> list[IndexRow]:
         texts = [searchable_text(d.item_name, d.metadata, d.tags) for d in docs]

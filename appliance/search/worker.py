@@ -20,8 +20,8 @@ class IndexWorker:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._idle = threading.Event()
-        # read-your-writes: commits counted by the commit listener; a round that began after commit n
-        # publishes n as synced when it finishes
+        # read-your-writes: commits counted by the commit listener; synced = the count at the last read
+        # of an empty outbox
         self._commits = 0
         self._synced = 0
         self._progress = threading.Condition()
@@ -57,8 +57,6 @@ class IndexWorker:
         first = True
         while not self._stop.is_set():
             self._wake.clear()
-            with self._progress:
-                round_start = self._commits
             try:
                 if first:
                     repair = self.sync.repair()
@@ -66,14 +64,11 @@ class IndexWorker:
                     log.info("search index ready: %d rows written, %d stale removed, %d requeued",
                              repair.indexed, repair.removed, repair.requeued)
                     first = False
-                self._written += self.sync.run_pending()
+                self._written += self._catch_up()
                 if self._written >= self.optimize_every and not self._wake.is_set():
                     self.sync.index.optimize()  # only this thread writes the index: safe while idle
                     self._written = 0
                 self.last_error = None
-                with self._progress:
-                    self._synced = max(self._synced, round_start)
-                    self._progress.notify_all()
             except Exception as exc:  # keep serving; the outbox keeps the work for the next round
                 self.last_error = str(exc)
                 log.error("index sync failed (%s); retrying in %.0f s", exc, self.interval)
@@ -84,6 +79,22 @@ class IndexWorker:
                 continue  # a commit landed during the round
             self._idle.set()
             self._wake.wait(self.interval)  # a commit wakes us early; otherwise a periodic round
+
+    def _catch_up(self) -> int:
+        """Index until the outbox is empty. An empty outbox read after commit n means every commit up to n
+        is indexed (this round's own mark-indexed commits included), so n is published as synced."""
+        written = 0
+        while True:
+            with self._progress:
+                seen = self._commits
+            docs = self.sync.graph.unindexed(self.sync.batch)
+            if not docs:
+                with self._progress:
+                    self._synced = max(self._synced, seen)
+                    self._progress.notify_all()
+                return written
+            self.sync.index_docs(docs)
+            written += len(docs)
 
     def stop(self) -> None:
         self._stop.set()
