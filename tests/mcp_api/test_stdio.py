@@ -143,3 +143,49 @@ def test_eight_stdio_and_eight_http_clients_write_and_read_at_once(app: Running)
     assert errors == []
     assert len(acknowledged) == 16 * 4 and len(set(acknowledged)) == 64
     assert missing == []
+
+
+def test_every_tool_answers_over_stdio(app: Running) -> None:
+    """The shim forwards every tool: each one called once with valid arguments through ``kumiho-ce mcp``."""
+    port = int(app.base_url.rsplit(":", 1)[1])
+
+    async def steps() -> dict[str, dict[str, Any]]:
+        async with stdio_session(app.data_dir, port) as s:
+            stored = await call(s, "kumiho_memory_store", title="Stdio tour", user_text="Every tool over stdio.",
+                                space_path="tour")
+            item, revision = stored["item_kref"], stored["revision_kref"]
+            ingested = await call(s, "kumiho_memory_ingest", user_id="tour", message="hello over stdio")
+            sid = ingested["session_id"]
+            calls: dict[str, dict[str, Any]] = {
+                "kumiho_memory_engage": {"query": "stdio tour"},
+                "kumiho_memory_reflect": {"session_id": sid, "response": "ok"},
+                "kumiho_memory_recall": {"query": "stdio tour"},
+                "kumiho_memory_retrieve": {"query": "stdio tour"},
+                "kumiho_fulltext_search": {"query": "stdio"},
+                "kumiho_memory_add_response": {"session_id": sid, "response": "hi"},
+                "kumiho_memory_store_execution": {"task": "ls", "stdout": "a b"},
+                "kumiho_memory_consolidate": {"session_id": sid, "summary": "A short stdio tour."},
+                "kumiho_memory_discover_edges": {"revision_kref": revision, "summary": "tour"},
+                "kumiho_memory_dream_state": {"dry_run": True},
+                "kumiho_resolve_kref": {"kref": revision},
+                "kumiho_get_edges": {"revision_kref": revision},
+                "kumiho_get_revision_by_tag": {"item_kref": item},
+                "kumiho_deprecate_item": {"item_kref": item, "deprecated": False},
+                "memory_engage": {"query": "stdio tour"},
+                "memory_reflect": {"session_id": sid, "response": "ok"},
+                "memory_retrieve": {"query": "stdio tour"},
+                "memory_search": {"context_filter": "CognitiveMemory/tour"},
+                "memory_fulltext": {"query": "stdio"},
+                "memory_get_item": {"kref": item},
+                "memory_resolve_kref": {"kref": item},
+                "memory_get_revision_by_tag": {"item_kref": item},
+                "memory_store": {"title": "Operator stdio note", "summary": "From the tour."},
+                "memory_graph": {"limit": 20},
+            }
+            answers = {"kumiho_memory_store": stored, "kumiho_memory_ingest": ingested}
+            for tool, arguments in calls.items():
+                answers[tool] = await call(s, tool, **arguments)
+            return answers
+
+    answers = anyio.run(steps)
+    assert len(answers) == 26 and not [t for t, a in answers.items() if "error" in a]
