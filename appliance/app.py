@@ -101,7 +101,7 @@ def memory_tools(settings: Settings, data_dir: DataDir, graph: GraphStore, searc
                         default_half_life=settings.memory.half_life_days)
     artifacts = data_dir.root / "artifacts"
     writer = MemoryWriter(graph, search, artifacts, worker.wait_synced)
-    memory = MemoryService(graph, recaller, writer, working, cache=cache, clock=now, artifact_root=artifacts)
+    memory = MemoryService(graph, recaller, writer, working, cache=cache)
     operator = OperatorTools(memory, min_relevance=settings.memory.min_relevance_score,
                              retrieval_limit=settings.kumiho.memory_retrieval_limit)
     return memory, operator

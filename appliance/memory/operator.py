@@ -27,8 +27,8 @@ class OperatorTools:
         limit = min(int(args.get("limit") or cap), cap)
         floor = max(float(args.get("min_score", self.min_relevance)), self.min_relevance)
         recall = {**args, "limit": limit, "min_score": floor}
-        result = self.memory._cached(
-            "memory_engage", recall, client, lambda: self.memory._recall(
+        result = self.memory.cached(
+            "memory_engage", recall, client, lambda: self.memory.run_recall(
                 recall, client, with_context=True, kind=args.get("memory_item_kind") or "conversation",
                 order="latest" if args.get("mode") == "latest" else "relevance"))
         return {"context": result["context"], "results": result["results"], "source_krefs": result["source_krefs"],

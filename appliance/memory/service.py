@@ -9,12 +9,11 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from appliance.core import kref as krefs
 from appliance.core import redaction
+from appliance.core.search import SearchFilter, SearchRequest
 from appliance.errors import Conflict, InvalidArgument, NotFound
 from appliance.graph import GraphStore
 from appliance.memory import records, views
@@ -62,22 +61,19 @@ class Redactions:
 
 class MemoryService:
     def __init__(self, graph: GraphStore, recaller: Recaller, writer: MemoryWriter, working: WorkingMemory, *,
-                 cache: RecallCache, clock: Callable[[], datetime], half_lives: dict[str, float] | None = None,
-                 artifact_root: Path) -> None:
+                 cache: RecallCache, half_lives: dict[str, float] | None = None) -> None:
         self.graph, self.recaller, self.writer, self.working = graph, recaller, writer, working
-        self.cache, self._clock = cache, clock
+        self.cache = cache
         self.half_lives = half_lives or {}
-        self.artifact_root = artifact_root
-        self.model_available = False  # the local model arrives with the inference issue
 
     # -- recall ----------------------------------------------------------------------------------------
     def recall(self, args: dict[str, Any], client: Client) -> dict[str, Any]:
-        return self._cached("recall", args, client, lambda: self._recall(args, client, with_context=False))
+        return self.cached("recall", args, client, lambda: self.run_recall(args, client, with_context=False))
 
     def engage(self, args: dict[str, Any], client: Client) -> dict[str, Any]:
-        return self._cached("engage", args, client, lambda: self._recall(args, client, with_context=True))
+        return self.cached("engage", args, client, lambda: self.run_recall(args, client, with_context=True))
 
-    def _cached(self, tool: str, args: dict[str, Any], client: Client,
+    def cached(self, tool: str, args: dict[str, Any], client: Client,
                 run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         key = self.cache.key(tool, args, client)
         hit = self.cache.get(key)
@@ -88,7 +84,7 @@ class MemoryService:
         self.cache.put(key, result, generation)
         return result
 
-    def _recall(self, args: dict[str, Any], client: Client, *, with_context: bool,
+    def run_recall(self, args: dict[str, Any], client: Client, *, with_context: bool,
                 floor: float = 0.0, kind: str = "conversation", order: str = "relevance") -> dict[str, Any]:
         started = time.perf_counter()
         project = check_project(args.get("project") or client.project)
@@ -128,7 +124,7 @@ class MemoryService:
         limit = _positive(args.get("limit", 5), "limit")
         kind = args.get("memory_item_kind") or "conversation"
         recall_args = {**args, "limit": max(limit * 4, 20) if mode != "search" else limit}
-        found = self._recall(recall_args, client, with_context=False, kind=kind,
+        found = self.run_recall(recall_args, client, with_context=False, kind=kind,
                              order="latest" if mode == "latest" else "relevance")["results"]
         if mode == "first":
             found = sorted(found, key=lambda r: r["created_at"])[:1]
@@ -289,7 +285,7 @@ class MemoryService:
                 self.working.set_metadata(project, session_id, meta)
         buffered = self.working.messages(project, session_id, limit=_positive(
             args.get("working_memory_limit", 10), "working_memory_limit"))
-        recalled = self._recall({"query": message, "limit": args.get("recall_limit", 5)}, client,
+        recalled = self.run_recall({"query": message, "limit": args.get("recall_limit", 5)}, client,
                                 with_context=False)["results"] if message.strip() else []
         result = {"session_id": session_id, "session_id_source": source,
                   "working_memory": [dataclasses.asdict(m) for m in buffered], "long_term_memory": recalled,
@@ -428,8 +424,6 @@ class MemoryService:
 
     def fulltext(self, args: dict[str, Any], client: Client) -> dict[str, Any]:
         """Typo-tolerant item search; ``context`` is a project/space path prefix (by segments)."""
-        from appliance.core.search import SearchFilter, SearchRequest
-
         query = str(args["query"])
         context = str(args.get("context") or "").strip().strip("/")
         project = context.split("/", 1)[0] if context else None
@@ -518,8 +512,3 @@ def _summary_shape(summary: Any) -> dict[str, Any]:
     return {"type": kind, "title": str(summary.get("title") or "Conversation")[:200],
             "summary": str(summary["summary"]), "topics": topics, "metadata": metadata}
 
-
-def now_utc() -> datetime:
-    from datetime import UTC
-
-    return datetime.now(UTC)
