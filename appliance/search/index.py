@@ -18,6 +18,7 @@ from typing import Any
 import lancedb
 import numpy as np
 import pyarrow as pa
+from lancedb.index import BTree
 
 from appliance.core.search import SearchFilter
 from appliance.errors import StorageError
@@ -79,6 +80,7 @@ class SearchIndex:
             self._write_meta(model_id=model_id, dim=dim)
         self._table = self._db.open_table(TABLE)
         self._drop_fts_index()
+        self._keyed = any(i.index_type == "BTree" for i in self._table.list_indices())
         self._resident: ResidentTable | None = None  # loaded on first use (resident.py says why)
         self._resident_lock = threading.Lock()
 
@@ -115,15 +117,26 @@ class SearchIndex:
         if not rows:
             return
         records = [_as_record(r) for r in rows]
-        data = pa.Table.from_pylist(records, schema=_schema(self.dim))
+        resident = self.resident()
         with self._lock:
+            # rows the table does not hold yet are appended: a merge scans the whole table (~100 ms at 10k
+            # rows) while an append costs a few ms; the resident copy knows which rows exist
+            fresh = [r for r in records if r["revision_kref"] not in resident]
+            known = [r for r in records if r["revision_kref"] in resident]
             try:
-                (self._table.merge_insert("revision_kref").when_matched_update_all()
-                 .when_not_matched_insert_all().execute(data))
+                if fresh:
+                    self._table.add(pa.Table.from_pylist(fresh, schema=_schema(self.dim)))
+                if known:
+                    (self._table.merge_insert("revision_kref").when_matched_update_all()
+                     .when_not_matched_insert_all().execute(pa.Table.from_pylist(known, schema=_schema(self.dim))))
             except Exception as exc:  # lance raises plain exceptions
                 raise StorageError(f"search index write failed: {exc}") from exc
-            if self._resident is not None:
-                self._resident.upsert(records)
+            resident.upsert(records)
+            if not self._keyed:
+                # a B-tree on the key: merges, deletes and lookups by kref drop from ~100-170 ms to ~10-30 ms
+                # at 10k rows (measured); rows added later are folded in by optimize()
+                self._table.create_index("revision_kref", config=BTree(), replace=True)
+                self._keyed = True
 
     def delete(self, revision_krefs: list[str]) -> None:
         for start in range(0, len(revision_krefs), 500):
@@ -132,6 +145,14 @@ class SearchIndex:
                 self._table.delete("revision_kref IN (" + ", ".join(_quote(k) for k in chunk) + ")")
                 if self._resident is not None:
                     self._resident.delete(chunk)
+
+    def fragmented(self, small: int = 32) -> bool:
+        """Whether many small files have piled up (each write adds one): time to compact."""
+        try:
+            stats = self._table.stats()
+        except Exception:  # statistics are an optimisation hint only
+            return True
+        return int(stats.get("fragment_stats", {}).get("num_small_fragments", 0)) > small
 
     def optimize(self) -> None:
         """Compact the table's files (run when the writer is idle)."""
@@ -151,6 +172,8 @@ class SearchIndex:
 
     def text_hashes(self, revision_krefs: list[str]) -> dict[str, tuple[str, np.ndarray]]:
         """Existing rows' text hash and vector, so that an unchanged text is not embedded again."""
+        resident = self.resident()
+        revision_krefs = [k for k in revision_krefs if k in resident]  # new revisions have no row to read
         if not revision_krefs:
             return {}
         found = (self._table.search().where("revision_kref IN (" + ", ".join(map(_quote, revision_krefs)) + ")")

@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from rapidfuzz import process
 from rapidfuzz.distance import Levenshtein
+from threadpoolctl import threadpool_limits
 
 from appliance.core.search import SearchFilter
 from appliance.search import analysis
@@ -43,6 +44,11 @@ MAX_EXPANSIONS = 50  # vocabulary terms one fuzzy query word may stand for (Lanc
 MAX_QUERY_WORDS = 32  # fuzzy matching looks at this many distinct query words
 FOLD_AT = 20_000  # delta postings (at least, or an eighth of the CSR) before they are folded into it
 _FIRST, _GROW = 1024, 1.5
+
+# One BLAS thread for the whole process: the products here are memory-bound, and OpenBLAS's pool (2 threads on
+# the 2-core machine) made them 1.5–3× slower whenever the other core was busy (the query embedding, another
+# request); a 5k-row product went from ~0.5 to 6 ms.
+threadpool_limits(1, user_api="blas")
 
 _BETWEEN, _BOUNDARY = "Q", -2  # separates rows in a bulk regex pass: no lower-cased text holds an upper-case Q
 TextHit = tuple[str, float, np.ndarray | None]  # revision kref, BM25, its stored vector when asked for
@@ -190,6 +196,9 @@ class ResidentTable:
 
     def __len__(self) -> int:
         return len(self._position)
+
+    def __contains__(self, revision_kref: object) -> bool:
+        return revision_kref in self._position
 
     # -- writes ---------------------------------------------------------------------------------------
     def load(self, table: pa.Table) -> None:
@@ -361,8 +370,13 @@ class ResidentTable:
             n = len(self._krefs)
             if not n:
                 return []
+            candidates = np.flatnonzero(self._mask(where, n))
+            if len(candidates) * 4 < n:  # a narrow filter: read only its rows (the product is memory-bound)
+                scores = self._vectors[candidates] @ query.astype(np.float32)
+                picked = self._best(np.arange(len(candidates)), scores, limit)
+                return [(self._krefs[candidates[i]], float(scores[i])) for i in picked]
             scores = self._vectors[:n] @ query.astype(np.float32)
-            picked = self._best(np.flatnonzero(self._mask(where, n)), scores, limit)
+            picked = self._best(candidates, scores, limit)
             return [(self._krefs[i], float(scores[i])) for i in picked]
 
     def text_search(self, query: str, where: SearchFilter, limit: int, fuzzy: bool = False,

@@ -100,6 +100,20 @@ def test_it_grows_past_its_first_capacity() -> None:
     assert keys(matrix.text_search("note 4321", SearchFilter(), 1)) == ["k4321"]
 
 
+def test_narrow_and_wide_filters_give_the_exact_top_k() -> None:
+    rng = np.random.default_rng(3)
+    vectors = rng.standard_normal((400, 4)).astype(np.float32)
+    table = ResidentTable(4)
+    table.upsert([row(n, f"/P/s{n % 20}", vector=vectors[n]) for n in range(400)])
+    query = rng.standard_normal(4).astype(np.float32)
+    for where, members in ((SearchFilter(spaces=("/P/s3",)), [n for n in range(400) if n % 20 == 3]),  # narrow
+                           (SearchFilter(project="P"), list(range(400)))):  # every row
+        expected = sorted(members, key=lambda n: -float(vectors[n] @ query))[:7]
+        hits = table.search(query, where, 7)
+        assert [k for k, _ in hits] == [f"k{n}" for n in expected]
+        assert [s for _, s in hits] == pytest.approx([float(vectors[n] @ query) for n in expected], rel=1e-5)
+
+
 # --------------------------------------------------------------------------------------------------- BM25
 def test_the_analyzer_lower_cases_folds_drops_stop_words_and_stems() -> None:
     assert analysis.terms("The Café RUNNING, what did you drink? transports_x") == [
@@ -277,10 +291,10 @@ def test_an_old_index_with_a_lancedb_fts_index_opens_without_it(tmp_path: Path) 
                            tags=[], deprecated=False, created_at="2026-01-01T00:00:00+00:00", title=f"m{n}",
                            text=f"memory {n} about {WORDS[n]}", text_hash=str(n),
                            vector=np.eye(4, dtype=np.float32)[n % 4]) for n in range(6)])
-    assert index._table.list_indices() == []  # no full-text index is written any more
+    assert [i.index_type for i in index._table.list_indices()] == ["BTree"]  # the key only: no full-text index
     index._table.create_index("text", config=FTS(with_position=False), replace=True)  # as older versions did
     reopened = SearchIndex(tmp_path, 4, "m")
-    assert reopened._table.list_indices() == [] and reopened.count() == 6
+    assert [i.index_type for i in reopened._table.list_indices()] == ["BTree"] and reopened.count() == 6
     hits = reopened.text_search("coffee memory", SearchFilter(spaces=("/P",)), 3, with_vectors=True)
     assert hits[0].revision_kref == "kref://P/a/m4.note?r=1" and hits[0].vector is not None
     assert [h.revision_kref for h in reopened.text_search("gamma", SearchFilter(), 3, fuzzy=True)] == [
