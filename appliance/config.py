@@ -95,6 +95,28 @@ class KumihoSettings(_Section):
     memory_retrieval_limit: int = Field(3, ge=1, le=100, description="operator tools' limit cap")
 
 
+class InferenceSettings(_Section):
+    """The local chat model (llama.cpp): summaries, implication queries, query reformulation, Dream State."""
+
+    chat_model: Literal["default", "gguf", "none"] = Field(
+        "default", description="default = the manifest's default GGUF, which `kumiho-ce models install` places "
+        "in models/ under the data directory (`make install` runs it); gguf = your own file (model_path); none = "
+        "no model: the model-backed tools say so and everything else works")
+    model_path: Path | None = Field(None, description="chat_model = gguf: the .gguf file (any chat model "
+                                    "llama.cpp loads; a bigger one on a bigger machine)")
+    model_sha256: str | None = Field(None, description="chat_model = gguf: refuse the file unless it has this sha256")
+    context_tokens: int = Field(4096, ge=256, le=131_072, description="context window (prompt + answer) in tokens")
+    threads: int = Field(0, ge=0, le=256, description="generation threads; 0 = every core")
+    idle_unload_seconds: float = Field(0.0, ge=0, description="unload the model after this long unused "
+                                       "(it loads again on the next call); 0 = keep it loaded")
+    queue_timeout_seconds: float = Field(30.0, gt=0, le=3600, description="one call runs at a time; how long a "
+                                         "caller waits for its turn before it gets a `model busy` error")
+    max_waiting: int = Field(16, ge=0, le=1024, description="callers that may wait for the model at once; more "
+                             "get `model busy` at once")
+    request_timeout_seconds: float = Field(120.0, gt=0, le=3600, description="default deadline of one model call "
+                                           "(waiting + prompt + generation); generation stops when it passes")
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", case_sensitive=False
@@ -111,6 +133,7 @@ class Settings(BaseSettings):
     search: SearchSettings = Field(default_factory=SearchSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
     kumiho: KumihoSettings = Field(default_factory=KumihoSettings)
+    inference: InferenceSettings = Field(default_factory=InferenceSettings)
 
     @property
     def is_loopback(self) -> bool:

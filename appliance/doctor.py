@@ -41,7 +41,38 @@ def run_checks(settings: Settings) -> list[Check]:
         checks.append(_check_database(data_dir))
     checks.append(_check_disk(data_dir))
     checks.append(_check_embedding_model(settings))
+    checks.append(_check_chat_model(settings))
     return checks
+
+
+def _check_chat_model(settings: Settings) -> Check:
+    """The configured chat model is there, is the file the manifest (or the configuration) pins, and
+    llama-cpp-python is installed; without one the appliance still works, so absence is a warning."""
+    import importlib.util
+
+    from appliance.inference.install import chat_models, verify_installed
+
+    conf = settings.inference
+    if conf.chat_model == "none":
+        return Check("chat_model", "warn", "no chat model (inference.chat_model = \"none\"): consolidate, "
+                     "discover_edges, graph-augmented recall and dream_state say they are unavailable")
+    if importlib.util.find_spec("llama_cpp") is None:
+        return Check("chat_model", "warn", "llama-cpp-python is not installed, so no chat model can load: run "
+                     "`make install`")
+    try:
+        if conf.chat_model == "gguf":
+            if conf.model_path is None:
+                return Check("chat_model", "fail", "inference.chat_model = \"gguf\" needs inference.model_path")
+            from appliance.inference.models import verified
+
+            path = verified(conf.model_path, conf.model_sha256)
+            pinned = "sha256 verified" if conf.model_sha256 else "no model_sha256 set, so not verified"
+            return Check("chat_model", "ok", f"{path} ({path.stat().st_size / 1e6:,.0f} MB, {pinned})")
+        name = next(iter(chat_models()))
+        path = verify_installed(settings, name)
+    except KumihoError as exc:
+        return Check("chat_model", "warn" if "not installed" in exc.message else "fail", exc.message)
+    return Check("chat_model", "ok", f"{name}: {path} ({path.stat().st_size / 1e6:,.0f} MB), sha256 verified")
 
 
 def _check_embedding_model(settings: Settings) -> Check:

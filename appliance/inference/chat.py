@@ -1,0 +1,219 @@
+"""The chat-model interface the memory code uses, its errors, and two implementations without llama.cpp.
+
+``ChatModel`` is what consolidation, edge discovery, query reformulation and Dream State call. Three
+implementations:
+
+* ``LlamaModel`` (``appliance.inference.llm``): a local GGUF on llama.cpp;
+* ``ScriptedModel``: returns prepared outputs in order, so tests can drive every branch (guardrails,
+  garbage, timeouts) with exact answers;
+* ``NoModel``: there is no model, and every call says why (``ModelUnavailable``).
+
+Every structured call names a JSON schema and returns a dict valid under it, or raises.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal, Protocol
+
+import jsonschema
+
+from appliance.errors import KumihoError
+
+Message = Mapping[str, str]  # {"role": "system" | "user" | "assistant", "content": "…"}
+Progress = Callable[[int, int], None]  # (tokens generated so far, max_tokens)
+
+
+class ModelError(KumihoError):
+    """A model call did not produce a usable answer."""
+
+    code = "model_error"
+
+
+class ModelUnavailable(ModelError):
+    """No model is configured, installed or loadable; the message says which and what to do."""
+
+    code = "model_unavailable"
+
+
+class ModelBusy(ModelError):
+    """The one model slot stayed taken longer than the caller may wait."""
+
+    code = "model_busy"
+
+
+class ModelTimeout(ModelError):
+    """The call's deadline passed (waiting, reading the prompt or generating); generation was stopped."""
+
+    code = "model_timeout"
+
+
+class ModelCancelled(ModelError):
+    """The caller's cancel event was set; generation was stopped."""
+
+    code = "model_cancelled"
+
+
+class ModelOutputError(ModelError):
+    """The model's answer is not valid under the schema (for example it ran out of tokens)."""
+
+    code = "model_output_invalid"
+
+
+class ModelInputTooLong(ModelError):
+    """Prompt and answer do not fit the context window."""
+
+    code = "model_input_too_long"
+
+
+State = Literal["unavailable", "unloaded", "loading", "loaded"]
+
+
+@dataclass(frozen=True)
+class ModelStatus:
+    available: bool  # a call may succeed (loaded, or loadable on first use)
+    state: State
+    model_id: str | None = None
+    path: str | None = None
+    reason: str | None = None  # why not available, in words an operator can act on
+    load_seconds: float | None = None  # how long the last load took
+    calls: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+class ChatModel(Protocol):
+    model_id: str
+
+    def complete_json(self, messages: Sequence[Message], schema: Mapping[str, Any], *, max_tokens: int = 512,
+                      timeout: float | None = None, cancel: threading.Event | None = None,
+                      temperature: float = 0.0, progress: Progress | None = None) -> dict[str, Any]:
+        """An object valid under ``schema`` (a JSON schema with bounded strings and arrays)."""
+        ...
+
+    def complete_text(self, messages: Sequence[Message], *, max_tokens: int = 512, timeout: float | None = None,
+                      cancel: threading.Event | None = None, temperature: float = 0.0,
+                      progress: Progress | None = None) -> str:
+        ...
+
+    def status(self) -> ModelStatus: ...
+
+
+def model_status(model: ChatModel | None) -> ModelStatus:
+    """What the appliance can say about its chat model, including when there is none at all."""
+    if model is None:
+        return ModelStatus(False, "unavailable", reason="no chat model is configured")
+    return model.status()
+
+
+def check_schema(schema: Mapping[str, Any]) -> None:
+    """Refuse a schema that is not a JSON schema object; the grammar and the validator both need one."""
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        raise ModelError(f"invalid JSON schema for a model call: {exc.message}") from None
+    if schema.get("type") != "object":
+        raise ModelError("a structured model call needs a schema of type \"object\"")
+
+
+def validate_output(value: Any, schema: Mapping[str, Any], model_id: str) -> dict[str, Any]:
+    try:
+        jsonschema.validate(value, schema, cls=jsonschema.Draft202012Validator)
+    except jsonschema.ValidationError as exc:
+        raise ModelOutputError(f"{model_id} answered JSON that breaks the schema at "
+                               f"{'/'.join(map(str, exc.absolute_path)) or 'the top'}: {exc.message}") from None
+    return value  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class ScriptedCall:
+    kind: Literal["json", "text"]
+    messages: list[dict[str, str]]
+    schema: dict[str, Any] | None
+    max_tokens: int
+
+
+Scripted = dict[str, Any] | str | BaseException | Callable[[ScriptedCall], Any]
+
+
+class ScriptedModel:
+    """A real ``ChatModel`` whose answers are prepared: each call takes the next one in order.
+
+    An answer is a dict (for ``complete_json``; validated against the call's schema like a real model's
+    output), a string (for ``complete_text``), an exception instance (raised: a timeout, a busy model,
+    garbage), or a callable that receives the ``ScriptedCall`` and returns one of these. Every call is
+    recorded in ``calls``. Running out of answers is a ``ModelError`` that names the call.
+    """
+
+    def __init__(self, outputs: Iterable[Scripted] = (), *, model_id: str = "scripted") -> None:
+        self.model_id = model_id
+        self._outputs: deque[Scripted] = deque(outputs)
+        self._lock = threading.Lock()
+        self.calls: list[ScriptedCall] = []
+
+    def add(self, *outputs: Scripted) -> None:
+        with self._lock:
+            self._outputs.extend(outputs)
+
+    @property
+    def remaining(self) -> int:
+        return len(self._outputs)
+
+    def complete_json(self, messages: Sequence[Message], schema: Mapping[str, Any], *, max_tokens: int = 512,
+                      timeout: float | None = None, cancel: threading.Event | None = None,
+                      temperature: float = 0.0, progress: Progress | None = None) -> dict[str, Any]:
+        check_schema(schema)
+        answer = self._next(ScriptedCall("json", [dict(m) for m in messages], dict(schema), max_tokens), cancel)
+        if not isinstance(answer, dict):
+            raise ModelOutputError(f"{self.model_id}: the scripted answer to a JSON call is "
+                                   f"{type(answer).__name__}, not an object")
+        return validate_output(answer, schema, self.model_id)
+
+    def complete_text(self, messages: Sequence[Message], *, max_tokens: int = 512, timeout: float | None = None,
+                      cancel: threading.Event | None = None, temperature: float = 0.0,
+                      progress: Progress | None = None) -> str:
+        answer = self._next(ScriptedCall("text", [dict(m) for m in messages], None, max_tokens), cancel)
+        if not isinstance(answer, str):
+            raise ModelOutputError(f"{self.model_id}: the scripted answer to a text call is "
+                                   f"{type(answer).__name__}, not a string")
+        return answer
+
+    def status(self) -> ModelStatus:
+        return ModelStatus(True, "loaded", model_id=self.model_id, calls=len(self.calls))
+
+    def _next(self, call: ScriptedCall, cancel: threading.Event | None) -> Any:
+        with self._lock:
+            self.calls.append(call)
+            if cancel is not None and cancel.is_set():
+                raise ModelCancelled("the model call was cancelled")
+            if not self._outputs:
+                raise ModelError(f"{self.model_id}: no scripted answer left for call {len(self.calls)} "
+                                 f"({call.kind})")
+            answer = self._outputs.popleft()
+        if callable(answer) and not isinstance(answer, BaseException):
+            answer = answer(call)
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+
+class NoModel:
+    """The appliance has no chat model; every call raises ``ModelUnavailable`` with the reason."""
+
+    model_id = "none"
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def complete_json(self, messages: Sequence[Message], schema: Mapping[str, Any], **_: Any) -> dict[str, Any]:
+        raise ModelUnavailable(f"no local model: {self.reason}")
+
+    def complete_text(self, messages: Sequence[Message], **_: Any) -> str:
+        raise ModelUnavailable(f"no local model: {self.reason}")
+
+    def status(self) -> ModelStatus:
+        return ModelStatus(False, "unavailable", reason=self.reason)

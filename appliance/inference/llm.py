@@ -1,0 +1,431 @@
+"""``LlamaModel``: a local GGUF chat model on llama.cpp (llama-cpp-python) behind the ``ChatModel`` interface.
+
+* **Lazy**: nothing is read until the first call, so the appliance starts and answers at once; the file's
+  sha256 is checked once per process, at that first load.
+* **Capacity one**: one call runs at a time (llama.cpp already uses every core). Others wait their turn
+  for at most ``queue_timeout`` seconds (``ModelBusy`` after that, or at once when ``max_waiting`` callers
+  already wait).
+* **Deadlines and cancellation**: a call's ``timeout`` covers waiting, reading the prompt and generating.
+  Generation is a stream that is closed when the deadline passes or the cancel event is set; reading a long
+  prompt is cut short by llama.cpp's abort callback. ``ModelTimeout`` / ``ModelCancelled`` follow.
+* **Structured output**: every ``complete_json`` runs under a grammar made from the JSON schema (llama.cpp's
+  ``json_schema_to_gbnf``), and the answer is validated against the schema before it is returned. Small
+  models need bounded schemas (``maxLength``, ``maxItems``): unbounded ones can loop to the token limit.
+* **Idle unload** (optional): after ``idle_unload_seconds`` without calls the model is freed; the next call
+  loads it again.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.util
+import json
+import logging
+import math
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from appliance.errors import KumihoError
+from appliance.inference import sampling
+from appliance.inference.chat import (
+    ChatModel,
+    Message,
+    ModelBusy,
+    ModelCancelled,
+    ModelError,
+    ModelInputTooLong,
+    ModelOutputError,
+    ModelStatus,
+    ModelTimeout,
+    ModelUnavailable,
+    NoModel,
+    Progress,
+    State,
+    check_schema,
+    validate_output,
+)
+from appliance.inference.models import verified
+
+log = logging.getLogger(__name__)
+
+# The schema of the `json_smoke` prompt: small and bounded (the real-model test and the benchmark use it).
+SMOKE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "title": {"type": "string", "minLength": 1, "maxLength": 80},
+        "topics": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 40},
+                   "minItems": 1, "maxItems": 3},
+    },
+    "required": ["title", "topics"],
+    "additionalProperties": False,
+}
+
+
+_INTEGER_BOUNDS = {"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}
+_LOOSE_CHAR = r'char ::= [^"\\] |'
+_STRICT_CHAR = r'char ::= [^"\\\x7F\x00-\x1F] |'
+
+
+class _Stopped(Exception):
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+
+class LlamaModel:
+    def __init__(self, path: Path, *, model_id: str | None = None, sha256: str | None = None,
+                 size: int | None = None, context_tokens: int = 4096, threads: int = 0,
+                 idle_unload_seconds: float = 0.0, queue_timeout: float = 30.0, max_waiting: int = 16,
+                 request_timeout: float = 120.0, seed: int = 0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.path = Path(path)
+        self.model_id = model_id or self.path.name
+        self._sha256, self._size = sha256, size
+        self._params = {"n_ctx": context_tokens, "seed": seed}
+        self._seed = seed
+        self.threads = threads
+        self.idle_unload_seconds = idle_unload_seconds
+        self.queue_timeout = queue_timeout
+        self.max_waiting = max_waiting
+        self.request_timeout = request_timeout
+        self._clock = clock
+        self._slot = threading.Lock()  # the capacity limit of one
+        self._meta = threading.Lock()  # guards the counters and the idle timer
+        self._waiting = 0
+        self._llm: Any = None
+        self._abort_fn: Any = None  # the ctypes callback must outlive the context that calls it
+        self._formatter: Any = None
+        self._stop_reason: str | None = None
+        self._state: State = "unloaded"
+        self._verified = False
+        self._load_seconds: float | None = None
+        self._load_error: str | None = None
+        self._calls = 0
+        self._last_used = clock()
+        self._idle_timer: threading.Timer | None = None
+        self._grammars: OrderedDict[str, str] = OrderedDict()
+
+    # -- the ChatModel interface -------------------------------------------------------------------------
+
+    def complete_json(self, messages: Sequence[Message], schema: Mapping[str, Any], *, max_tokens: int = 512,
+                      timeout: float | None = None, cancel: threading.Event | None = None,
+                      temperature: float = 0.0, progress: Progress | None = None) -> dict[str, Any]:
+        check_schema(schema)
+        text, finish = self._run(messages, max_tokens, timeout, cancel, temperature, progress, schema)
+        try:
+            value = _clean(json.loads(text, strict=False))
+        except ValueError:
+            if finish == "length":
+                raise ModelOutputError(f"{self.model_id} used all {max_tokens} tokens before its JSON answer was "
+                                       "complete: bound the schema (maxLength, maxItems) or allow more tokens"
+                                       ) from None
+            raise ModelOutputError(f"{self.model_id} answered text that is not JSON: {text[:200]!r}") from None
+        return validate_output(value, schema, self.model_id)
+
+    def complete_text(self, messages: Sequence[Message], *, max_tokens: int = 512, timeout: float | None = None,
+                      cancel: threading.Event | None = None, temperature: float = 0.0,
+                      progress: Progress | None = None) -> str:
+        return self._run(messages, max_tokens, timeout, cancel, temperature, progress, None)[0]
+
+    def status(self) -> ModelStatus:
+        """Available unless the last load failed (the next call tries again: the file may have been fixed)."""
+        return ModelStatus(self._load_error is None, self._state, model_id=self.model_id, path=str(self.path),
+                           reason=self._load_error, load_seconds=self._load_seconds, calls=self._calls)
+
+    # -- loading and unloading ---------------------------------------------------------------------------
+
+    def load(self, timeout: float | None = None) -> None:
+        """Load now instead of on the first call (a warm-up)."""
+        deadline = self._clock() + (timeout if timeout is not None else self.request_timeout)
+        self._acquire(deadline, None)
+        try:
+            self._ensure_loaded()
+        finally:
+            self._release()
+
+    def unload(self) -> bool:
+        """Free the model now if no call is running; True when it was loaded and is now freed."""
+        if not self._slot.acquire(blocking=False):
+            return False
+        try:
+            return self._free()
+        finally:
+            self._slot.release()
+
+    def unload_if_idle(self) -> bool:
+        """Free the model when it has not been used for ``idle_unload_seconds`` (the idle timer calls this)."""
+        if not self.idle_unload_seconds or self._clock() - self._last_used < self.idle_unload_seconds:
+            return False
+        return self.unload()
+
+    def close(self) -> None:
+        with self._meta:
+            if self._idle_timer is not None:
+                self._idle_timer.cancel()
+                self._idle_timer = None
+        with self._slot:
+            self._free()
+
+    def _ensure_loaded(self) -> Any:
+        if self._llm is not None:
+            return self._llm
+        try:
+            from llama_cpp import Llama, llama_cpp
+        except ImportError as exc:
+            raise ModelUnavailable(f"llama-cpp-python is not installed ({exc}); run `make install`") from None
+        _close_devnull_at_exit()
+        self._state = "loading"
+        try:
+            if not self._verified:
+                verified(self.path, self._sha256, self._size)
+                self._verified = True
+            started = time.perf_counter()
+            threads = self.threads or None  # None: llama-cpp-python picks the cores
+            llm = Llama(model_path=str(self.path), n_threads=threads, n_threads_batch=threads, verbose=False,
+                        **self._params)
+        except KumihoError as exc:
+            raise self._load_failed(exc.message) from None
+        except (ValueError, RuntimeError, OSError) as exc:
+            raise self._load_failed(f"llama.cpp cannot load {self.path}: {exc}") from None
+        try:
+            self._formatter = _chat_formatter(llm, self.model_id)
+        except ModelUnavailable as exc:
+            llm.close()
+            raise self._load_failed(exc.message) from None
+        self._abort_fn = llama_cpp.ggml_abort_callback(lambda _data: self._stop_reason is not None)
+        llama_cpp.llama_set_abort_callback(llm._ctx.ctx, self._abort_fn, None)
+        self._llm, self._state, self._load_error = llm, "loaded", None
+        self._load_seconds = round(time.perf_counter() - started, 3)
+        log.info("loaded %s in %.2f s", self.model_id, self._load_seconds)
+        return llm
+
+    def _load_failed(self, reason: str) -> ModelUnavailable:
+        self._state, self._load_error = "unloaded", reason
+        log.warning("cannot load %s: %s", self.model_id, reason)
+        return ModelUnavailable(reason)
+
+    def _free(self) -> bool:
+        if self._llm is None:
+            return False
+        self._llm.close()
+        self._llm = None
+        self._state = "unloaded"
+        log.info("unloaded %s", self.model_id)
+        return True
+
+    # -- one call ----------------------------------------------------------------------------------------
+
+    def _run(self, messages: Sequence[Message], max_tokens: int, timeout: float | None,
+             cancel: threading.Event | None, temperature: float, progress: Progress | None,
+             schema: Mapping[str, Any] | None) -> tuple[str, str]:
+        if max_tokens < 1:
+            raise ModelError("max_tokens must be at least 1")
+        deadline = self._clock() + (timeout if timeout is not None else self.request_timeout)
+        self._acquire(deadline, cancel)
+        try:
+            llm = self._ensure_loaded()
+            grammar = self._grammar(schema) if schema is not None else None
+            self._calls += 1
+            return self._generate(llm, messages, max_tokens, deadline, cancel, temperature, progress, grammar)
+        finally:
+            self._last_used = self._clock()
+            self._release()
+
+    def _generate(self, llm: Any, messages: Sequence[Message], max_tokens: int, deadline: float,
+                  cancel: threading.Event | None, temperature: float, progress: Progress | None,
+                  grammar: str | None) -> tuple[str, str]:
+        def check() -> None:
+            if cancel is not None and cancel.is_set():
+                raise _Stopped("cancelled")
+            if self._clock() >= deadline:
+                raise _Stopped("timeout")
+
+        def watch() -> None:  # beside the call: sets the flag that llama.cpp's abort callback reads
+            while not done.wait(0.05):
+                try:
+                    check()
+                except _Stopped as stop:
+                    self._stop_reason = stop.why
+                    return
+
+        def after_token(n: int) -> bool:
+            if progress is not None:
+                progress(n, max_tokens)
+            try:
+                check()
+            except _Stopped as stop:
+                self._stop_reason = stop.why
+                return True
+            return False
+
+        check()
+        formatted = self._formatter(messages=[dict(m) for m in messages])
+        prompt = llm.tokenize(formatted.prompt.encode("utf-8"), add_bos=not formatted.added_special, special=True)
+        room = llm.n_ctx() - len(prompt)
+        if room < 1:
+            raise ModelInputTooLong(f"{self.model_id}: the prompt has {len(prompt)} tokens and the context "
+                                    f"{llm.n_ctx()}; shorten the input (or raise inference.context_tokens)")
+        done = threading.Event()
+        self._stop_reason = None
+        watcher = threading.Thread(target=watch, name="llm-deadline", daemon=True)
+        watcher.start()
+        try:
+            tokens, finish = sampling.generate(llm, prompt, max_tokens=min(max_tokens, room),
+                                               temperature=temperature, seed=self._seed, grammar=grammar,
+                                               after_token=after_token)
+        except RuntimeError as exc:  # llama_decode returned 2: the abort callback stopped it
+            if self._stop_reason is None:
+                raise ModelError(f"{self.model_id} failed: {exc}") from None
+            llm.reset()  # an aborted batch may have left its tokens in the cache
+        finally:
+            done.set()
+            watcher.join()
+        if self._stop_reason == "cancelled":
+            raise ModelCancelled(f"the {self.model_id} call was cancelled")
+        if self._stop_reason == "timeout":
+            raise ModelTimeout(f"the {self.model_id} call passed its deadline and was stopped; allow a longer "
+                               "timeout, fewer tokens or a shorter prompt")
+        return llm.detokenize(tokens, prev_tokens=prompt).decode("utf-8", errors="ignore"), finish
+
+    def _grammar(self, schema: Mapping[str, Any]) -> str:
+        """The GBNF grammar of ``schema`` (cached: converting a schema is not free)."""
+        from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+        key = json.dumps(schema, sort_keys=True)
+        grammar = self._grammars.get(key)
+        if grammar is None:
+            try:
+                # llama-cpp-python's converter lets strings hold raw control characters (llama.cpp's own
+                # does not): a newline inside a string is invalid JSON, and random weights find it at once
+                grammar = json_schema_to_gbnf(json.dumps(_for_grammar(schema))).replace(_LOOSE_CHAR, _STRICT_CHAR, 1)
+            except (ValueError, RuntimeError, KeyError, TypeError) as exc:
+                raise ModelError(f"cannot make a grammar from the schema: {exc}") from None
+            self._grammars[key] = grammar
+            while len(self._grammars) > 64:
+                self._grammars.popitem(last=False)
+        self._grammars.move_to_end(key)
+        return grammar
+
+    # -- the capacity slot -------------------------------------------------------------------------------
+
+    def _acquire(self, deadline: float, cancel: threading.Event | None) -> None:
+        with self._meta:
+            if self._slot.locked() and self._waiting >= self.max_waiting:
+                raise ModelBusy(f"{self.model_id} is busy and {self._waiting} calls already wait for it; "
+                                "try again later")
+            self._waiting += 1
+        try:
+            give_up = min(deadline, self._clock() + self.queue_timeout)
+            while True:
+                if cancel is not None and cancel.is_set():
+                    raise ModelCancelled(f"the {self.model_id} call was cancelled while it waited")
+                left = give_up - self._clock()
+                if self._slot.acquire(timeout=max(0.0, min(left, 0.05))):
+                    return
+                if self._clock() >= give_up:
+                    if give_up >= deadline:
+                        raise ModelTimeout(f"the {self.model_id} call passed its deadline while it waited for "
+                                           "the model (another call was running)")
+                    raise ModelBusy(f"{self.model_id} stayed busy for {self.queue_timeout:g} s (one call runs at "
+                                    "a time); try again later")
+        finally:
+            with self._meta:
+                self._waiting -= 1
+
+    def _release(self) -> None:
+        self._slot.release()
+        if self.idle_unload_seconds:
+            with self._meta:
+                if self._idle_timer is not None:
+                    self._idle_timer.cancel()
+                self._idle_timer = threading.Timer(self.idle_unload_seconds, self.unload_if_idle)
+                self._idle_timer.daemon = True
+                self._idle_timer.start()
+
+
+def _chat_formatter(llm: Any, model_id: str) -> Any:
+    """The GGUF's own chat template (Jinja), as llama-cpp-python applies it in create_chat_completion."""
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    template = llm.metadata.get("tokenizer.chat_template")
+    if not template:
+        raise ModelUnavailable(f"{model_id} has no chat template (tokenizer.chat_template); use a chat GGUF")
+    eos, bos = llm.token_eos(), llm.token_bos()
+    return Jinja2ChatFormatter(template=template, eos_token=llm._model.token_get_text(eos) if eos != -1 else "",
+                               bos_token=llm._model.token_get_text(bos) if bos != -1 else "", stop_token_ids=[eos])
+
+
+@cache
+def _close_devnull_at_exit() -> None:
+    """llama-cpp-python opens two /dev/null files at import (to silence loading) and never closes them."""
+    from llama_cpp import _utils
+
+    atexit.register(lambda: [f.close() for f in (_utils.outnull_file, _utils.errnull_file)])
+
+
+def _for_grammar(schema: Any) -> Any:
+    """``schema`` with every integer of a small range (minimum..maximum, at most 256 values) as an enum.
+
+    llama-cpp-python's schema converter ignores numeric bounds; an enum it does enforce. Other numeric
+    bounds are still checked after generation (``validate_output``): prefer integer ranges in schemas.
+    """
+    if isinstance(schema, list):
+        return [_for_grammar(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: _for_grammar(v) for k, v in schema.items()}
+    if out.get("type") != "integer" or "enum" in out:
+        return out
+    lows = [math.ceil(out["minimum"])] if "minimum" in out else []
+    lows += [math.floor(out["exclusiveMinimum"]) + 1] if "exclusiveMinimum" in out else []
+    highs = [math.floor(out["maximum"])] if "maximum" in out else []
+    highs += [math.ceil(out["exclusiveMaximum"]) - 1] if "exclusiveMaximum" in out else []
+    if lows and highs and 0 <= min(highs) - max(lows) < 256:
+        out = {k: v for k, v in out.items() if k not in _INTEGER_BOUNDS}
+        out["enum"] = list(range(max(lows), min(highs) + 1))
+    return out
+
+
+def _clean(value: Any) -> Any:
+    """Strings without lone surrogates (a model may write a lone \\ud800 escape): UTF-8 cannot store them."""
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    if isinstance(value, dict):
+        return {_clean(k): _clean(v) for k, v in value.items()}
+    return value
+
+
+def chat_model_from_settings(settings: Any) -> ChatModel:
+    """The chat model the configuration names (``[inference]``), or a ``NoModel`` that says why there is none.
+
+    Nothing is loaded here: ``LlamaModel`` loads on its first call.
+    """
+    from appliance.inference.install import chat_models, installed_path
+
+    conf = settings.inference
+    if conf.chat_model == "none":
+        return NoModel("disabled by the configuration (inference.chat_model = \"none\")")
+    if importlib.util.find_spec("llama_cpp") is None:  # not imported here: that loads the library
+        return NoModel("llama-cpp-python is not installed; run `make install`")
+    options = {"context_tokens": conf.context_tokens, "threads": conf.threads,
+               "idle_unload_seconds": conf.idle_unload_seconds, "queue_timeout": conf.queue_timeout_seconds,
+               "max_waiting": conf.max_waiting, "request_timeout": conf.request_timeout_seconds}
+    if conf.chat_model == "gguf":
+        if conf.model_path is None:
+            return NoModel("inference.chat_model = \"gguf\" needs inference.model_path")
+        if not conf.model_path.is_file():
+            return NoModel(f"inference.model_path {conf.model_path} does not exist")
+        return LlamaModel(conf.model_path, model_id=f"gguf:{conf.model_path.name}", sha256=conf.model_sha256,
+                          **options)
+    name, entry = next(iter(chat_models().items()))
+    path = installed_path(settings, name)
+    if path is None:
+        return NoModel(f"the default model {name} is not installed: run `kumiho-ce models install` "
+                       "(`make install` does), or set inference.chat_model = \"gguf\" and model_path")
+    return LlamaModel(path, model_id=name, sha256=entry["sha256"], size=entry["size"], **options)

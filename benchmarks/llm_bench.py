@@ -1,0 +1,120 @@
+"""The local chat model on this machine: load time, prompt and generation speed, peak memory (JSON).
+
+    python benchmarks/llm_bench.py                    # the installed default model (make models)
+    python benchmarks/llm_bench.py --model my.gguf    # any GGUF
+
+Two calls through ``LlamaModel`` (the appliance's own code path, capacity slot and deadline watch included):
+a small schema-constrained call (the ``json_smoke`` prompt) and a summary of a ~40-message chat with a
+bounded schema, as consolidation makes. Speeds come from llama.cpp's own counters for each call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from appliance.config import load_settings
+from appliance.inference import prompts
+from appliance.inference.install import chat_models, installed_path
+from appliance.inference.llm import SMOKE_SCHEMA, LlamaModel
+
+SUMMARY_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "title": {"type": "string", "minLength": 1, "maxLength": 80},
+        "summary": {"type": "string", "minLength": 1, "maxLength": 400},
+        "topics": {"type": "array", "maxItems": 4, "items": {"type": "string", "maxLength": 30}},
+        "facts": {"type": "array", "maxItems": 4, "items": {"type": "string", "maxLength": 120}},
+    },
+    "required": ["title", "summary", "topics", "facts"],
+    "additionalProperties": False,
+}
+
+TURNS = [
+    ("user", "We are moving the staging cluster from Frankfurt to Dublin next Tuesday."),
+    ("assistant", "Noted. Do you want the database replicas moved first or together with the app servers?"),
+    ("user", "Replicas first, on Monday evening; Priya owns the runbook."),
+    ("assistant", "I will draft a checklist for Priya with the replica cut-over steps."),
+    ("user", "Also the TLS certificates expire on the 14th, renew them before the move."),
+    ("assistant", "Understood: renew the certificates before Tuesday, then move replicas on Monday evening."),
+    ("user", "The budget for the move is capped at 2,000 euros, mostly for the overlap of both regions."),
+    ("assistant", "I will keep the overlap window short, two days at most, to stay within the cap."),
+]
+
+
+def conversation() -> list[dict[str, str]]:
+    lines = [f"{role}: {text}" for _ in range(5) for role, text in TURNS]  # 40 messages
+    return [{"role": "system", "content": "You summarise conversations for a memory store. Answer with JSON only."},
+            {"role": "user", "content": "Conversation:\n" + "\n".join(lines) +
+             "\n\nSummarise it: a title, a two-sentence summary, the topics, and the key facts."}]
+
+
+def rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def measured_call(model: LlamaModel, messages: list[dict[str, str]], schema: dict, max_tokens: int) -> dict:
+    from llama_cpp import llama_cpp
+
+    ctx = model._llm._ctx.ctx
+    llama_cpp.llama_perf_context_reset(ctx)
+    started = time.perf_counter()
+    answer = model.complete_json(messages, schema, max_tokens=max_tokens, timeout=600)
+    seconds = time.perf_counter() - started
+    perf = llama_cpp.llama_perf_context(ctx)
+    generated = perf.n_eval + 1  # the last token is sampled but never decoded
+    return {
+        "seconds": round(seconds, 2),
+        "prompt_tokens": perf.n_p_eval,
+        "prompt_tok_per_s": round(perf.n_p_eval / (perf.t_p_eval_ms / 1000), 1) if perf.t_p_eval_ms else None,
+        "generated_tokens": generated,
+        "decode_tok_per_s": round(perf.n_eval / (perf.t_eval_ms / 1000), 1) if perf.t_eval_ms else None,
+        # everything after the prompt: decoding, sampling, the grammar, Python
+        "generation_tok_per_s": round(generated / (seconds - perf.t_p_eval_ms / 1000), 1),
+        "answer": answer,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", type=Path, help="a GGUF file (default: the installed default model)")
+    parser.add_argument("--threads", type=int, default=0, help="0 = every core")
+    parser.add_argument("--context", type=int, default=4096)
+    args = parser.parse_args()
+    if args.model:
+        model = LlamaModel(args.model, context_tokens=args.context, threads=args.threads)
+    else:
+        name, entry = next(iter(chat_models().items()))
+        path = installed_path(load_settings(), name)
+        if path is None:
+            sys.exit(f"{name} is not installed: run `make models` (or pass --model)")
+        model = LlamaModel(path, model_id=name, sha256=entry["sha256"], size=entry["size"],
+                           context_tokens=args.context, threads=args.threads)
+    load_average = [round(x, 2) for x in os.getloadavg()]  # other work on the machine skews every number
+    baseline = rss_mb()
+    started = time.perf_counter()
+    model.load(timeout=600)
+    load_seconds = time.perf_counter() - started  # includes the one-time sha256 check
+    smoke = measured_call(model, prompts.render("json_smoke", text="Alice moved the staging cluster to Dublin "
+                                                "on Tuesday; Priya owns the runbook and the budget is 2,000 euros."),
+                          SMOKE_SCHEMA, 96)
+    summary = measured_call(model, conversation(), SUMMARY_SCHEMA, 320)
+    print(json.dumps({
+        "load_average_at_start": load_average,
+        "model": model.model_id, "threads": args.threads or "all", "context": args.context,
+        "load_seconds_with_sha256": round(load_seconds, 2), "load_seconds": model.status().load_seconds,
+        "rss_before_load_mb": round(baseline), "peak_rss_mb": round(rss_mb()),
+        "json_smoke": smoke, "summary_40_messages": summary,
+    }, indent=2, ensure_ascii=False))
+    model.close()
+
+
+if __name__ == "__main__":
+    main()

