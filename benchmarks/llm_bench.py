@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from appliance.config import load_settings
 from appliance.inference import prompts
 from appliance.inference.install import chat_models, installed_path
-from appliance.inference.llm import SMOKE_SCHEMA, LlamaModel
+from appliance.inference.llm import SMOKE_SCHEMA, LlamaModel, default_threads
 
 SUMMARY_SCHEMA = {
     "type": "object",
@@ -85,7 +85,7 @@ def measured_call(model: LlamaModel, messages: list[dict[str, str]], schema: dic
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", type=Path, help="a GGUF file (default: the installed default model)")
-    parser.add_argument("--threads", type=int, default=0, help="0 = every core")
+    parser.add_argument("--threads", type=int, default=0, help="0 = the appliance's default (every core but one)")
     parser.add_argument("--context", type=int, default=4096)
     args = parser.parse_args()
     if args.model:
@@ -108,7 +108,7 @@ def main() -> None:
     summary = measured_call(model, conversation(), SUMMARY_SCHEMA, 320)
     print(json.dumps({
         "load_average_at_start": load_average,
-        "model": model.model_id, "threads": args.threads or "all", "context": args.context,
+        "model": model.model_id, "threads": args.threads or default_threads(), "context": args.context,
         "load_seconds_with_sha256": round(load_seconds, 2), "load_seconds": model.status().load_seconds,
         "rss_before_load_mb": round(baseline), "peak_rss_mb": round(rss_mb()),
         "json_smoke": smoke, "summary_40_messages": summary,

@@ -22,6 +22,7 @@ import importlib.util
 import json
 import logging
 import math
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -184,7 +185,7 @@ class LlamaModel:
                 verified(self.path, self._sha256, self._size)
                 self._verified = True
             started = time.perf_counter()
-            threads = self.threads or None  # None: llama-cpp-python picks the cores
+            threads = self.threads or default_threads()
             llm = Llama(model_path=str(self.path), n_threads=threads, n_threads_batch=threads, verbose=False,
                         **self._params)
         except KumihoError as exc:
@@ -357,6 +358,13 @@ def _chat_formatter(llm: Any, model_id: str) -> Any:
     eos, bos = llm.token_eos(), llm.token_bos()
     return Jinja2ChatFormatter(template=template, eos_token=llm._model.token_get_text(eos) if eos != -1 else "",
                                bos_token=llm._model.token_get_text(bos) if bos != -1 else "", stop_token_ids=[eos])
+
+
+def default_threads() -> int:
+    """Every core but one, at least one. ggml's threads spin at every barrier, so when another process or
+    thread takes a core (the index worker embedding, an agent), a call that uses every core stalls: on 2
+    cores under load, generation fell from ~9 to ~1 token/s with 2 threads, while 1 thread kept 6-13."""
+    return max(1, (os.cpu_count() or 2) - 1)
 
 
 @cache
