@@ -8,9 +8,10 @@
 * **Deadlines and cancellation**: a call's ``timeout`` covers waiting, reading the prompt and generating.
   Generation is a stream that is closed when the deadline passes or the cancel event is set; reading a long
   prompt is cut short by llama.cpp's abort callback. ``ModelTimeout`` / ``ModelCancelled`` follow.
-* **Structured output**: every ``complete_json`` runs under a grammar made from the JSON schema (llama.cpp's
-  ``json_schema_to_gbnf``), and the answer is validated against the schema before it is returned. Small
-  models need bounded schemas (``maxLength``, ``maxItems``): unbounded ones can loop to the token limit.
+* **Structured output**: every ``complete_json`` runs under a grammar made from the JSON schema
+  (``grammar.py``), checked lazily on each sampled token (``sampling.py``), and the answer is validated
+  against the schema before it is returned. Small models need bounded schemas (``maxLength``,
+  ``maxItems``): unbounded ones can loop to the token limit.
 * **Idle unload** (optional): after ``idle_unload_seconds`` without calls the model is freed; the next call
   loads it again.
 """
@@ -21,7 +22,6 @@ import atexit
 import importlib.util
 import json
 import logging
-import math
 import os
 import threading
 import time
@@ -50,6 +50,7 @@ from appliance.inference.chat import (
     check_schema,
     validate_output,
 )
+from appliance.inference.grammar import clean_strings, schema_grammar
 from appliance.inference.models import verified
 
 log = logging.getLogger(__name__)
@@ -66,10 +67,6 @@ SMOKE_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 
-
-_INTEGER_BOUNDS = {"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}
-_LOOSE_CHAR = r'char ::= [^"\\] |'
-_STRICT_CHAR = r'char ::= [^"\\\x7F\x00-\x1F] |'
 
 
 class _Stopped(Exception):
@@ -118,7 +115,7 @@ class LlamaModel:
         check_schema(schema)
         text, finish = self._run(messages, max_tokens, timeout, cancel, temperature, progress, schema)
         try:
-            value = _clean(json.loads(text, strict=False))
+            value = clean_strings(json.loads(text, strict=False))
         except ValueError:
             if finish == "length":
                 raise ModelOutputError(f"{self.model_id} used all {max_tokens} tokens before its JSON answer was "
@@ -294,18 +291,10 @@ class LlamaModel:
 
     def _grammar(self, schema: Mapping[str, Any]) -> str:
         """The GBNF grammar of ``schema`` (cached: converting a schema is not free)."""
-        from llama_cpp.llama_grammar import json_schema_to_gbnf
-
         key = json.dumps(schema, sort_keys=True)
         grammar = self._grammars.get(key)
         if grammar is None:
-            try:
-                # llama-cpp-python's converter lets strings hold raw control characters (llama.cpp's own
-                # does not): a newline inside a string is invalid JSON, and random weights find it at once
-                grammar = json_schema_to_gbnf(json.dumps(_for_grammar(schema))).replace(_LOOSE_CHAR, _STRICT_CHAR, 1)
-            except (ValueError, RuntimeError, KeyError, TypeError) as exc:
-                raise ModelError(f"cannot make a grammar from the schema: {exc}") from None
-            self._grammars[key] = grammar
+            grammar = self._grammars[key] = schema_grammar(schema)
             while len(self._grammars) > 64:
                 self._grammars.popitem(last=False)
         self._grammars.move_to_end(key)
@@ -373,40 +362,6 @@ def _close_devnull_at_exit() -> None:
     from llama_cpp import _utils
 
     atexit.register(lambda: [f.close() for f in (_utils.outnull_file, _utils.errnull_file)])
-
-
-def _for_grammar(schema: Any) -> Any:
-    """``schema`` with every integer of a small range (minimum..maximum, at most 256 values) as an enum.
-
-    llama-cpp-python's schema converter ignores numeric bounds; an enum it does enforce. Other numeric
-    bounds are still checked after generation (``validate_output``): prefer integer ranges in schemas.
-    """
-    if isinstance(schema, list):
-        return [_for_grammar(s) for s in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out = {k: _for_grammar(v) for k, v in schema.items()}
-    if out.get("type") != "integer" or "enum" in out:
-        return out
-    lows = [math.ceil(out["minimum"])] if "minimum" in out else []
-    lows += [math.floor(out["exclusiveMinimum"]) + 1] if "exclusiveMinimum" in out else []
-    highs = [math.floor(out["maximum"])] if "maximum" in out else []
-    highs += [math.ceil(out["exclusiveMaximum"]) - 1] if "exclusiveMaximum" in out else []
-    if lows and highs and 0 <= min(highs) - max(lows) < 256:
-        out = {k: v for k, v in out.items() if k not in _INTEGER_BOUNDS}
-        out["enum"] = list(range(max(lows), min(highs) + 1))
-    return out
-
-
-def _clean(value: Any) -> Any:
-    """Strings without lone surrogates (a model may write a lone \\ud800 escape): UTF-8 cannot store them."""
-    if isinstance(value, str):
-        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    if isinstance(value, list):
-        return [_clean(v) for v in value]
-    if isinstance(value, dict):
-        return {_clean(k): _clean(v) for k, v in value.items()}
-    return value
 
 
 def chat_model_from_settings(settings: Any) -> ChatModel:

@@ -17,7 +17,8 @@ from appliance.inference.chat import (
     ModelTimeout,
     ModelUnavailable,
 )
-from appliance.inference.llm import SMOKE_SCHEMA, LlamaModel, _clean, _for_grammar
+from appliance.inference.grammar import clean_strings, for_grammar, schema_grammar
+from appliance.inference.llm import SMOKE_SCHEMA, LlamaModel
 from tests.inference.conftest import Ticker
 
 ASK = [{"role": "system", "content": "Answer in JSON."}, {"role": "user", "content": "Tell me about cats."}]
@@ -230,11 +231,15 @@ def test_small_integer_ranges_become_enums_for_the_grammar() -> None:
         "c": {"type": "integer", "minimum": 0},
         "d": {"type": "array", "items": {"type": "integer", "minimum": -2, "maximum": 1.5}},
         "e": {"type": "integer", "minimum": 0, "maximum": 10_000}}}
-    assert _for_grammar(schema)["properties"] == {
+    assert for_grammar(schema)["properties"] == {
         "a": {"enum": [0, 1, 2, 3]}, "b": {"enum": [1, 2, 3]}, "c": {"type": "integer", "minimum": 0},
         "d": {"type": "array", "items": {"enum": [-2, -1, 0, 1]}},
         "e": {"type": "integer", "minimum": 0, "maximum": 10_000}}
 
 
 def test_lone_surrogates_in_answers_are_replaced() -> None:
-    assert _clean({"a": ["x\ud800y", "\ud83d\ude00"]}) == {"a": ["x\ufffdy", "\U0001f600"]}
+    assert clean_strings({"a": ["x\ud800y", "\ud83d\ude00"]}) == {"a": ["x\ufffdy", "\U0001f600"]}
+
+
+def test_grammar_strings_exclude_control_characters() -> None:
+    assert r'char ::= [^"\\\x7F\x00-\x1F] |' in schema_grammar(SMOKE_SCHEMA)  # llama.cpp's rule, not the port's
