@@ -367,7 +367,8 @@ def _close_devnull_at_exit() -> None:
 def chat_model_from_settings(settings: Any) -> ChatModel:
     """The chat model the configuration names (``[inference]``), or a ``NoModel`` that says why there is none.
 
-    Nothing is loaded here: ``LlamaModel`` loads on its first call.
+    Nothing is loaded here: ``LlamaModel`` loads on its first call. ``response_cache.with_response_cache``
+    puts seed 001's response cache in front when the configuration enables it.
     """
     from appliance.inference.install import chat_models, installed_path
 
@@ -384,8 +385,9 @@ def chat_model_from_settings(settings: Any) -> ChatModel:
             return NoModel("inference.chat_model = \"gguf\" needs inference.model_path")
         if not conf.model_path.is_file():
             return NoModel(f"inference.model_path {conf.model_path} does not exist")
-        return LlamaModel(conf.model_path, model_id=f"gguf:{conf.model_path.name}", sha256=conf.model_sha256,
-                          **options)
+        pinned = f"@{conf.model_sha256[:12]}" if conf.model_sha256 else ""
+        return LlamaModel(conf.model_path, model_id=f"gguf:{conf.model_path.name}{pinned}",
+                          sha256=conf.model_sha256, **options)
     name, entry = next(iter(chat_models().items()))
     path = installed_path(settings, name)
     if path is None:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from appliance.inference.chat import ChatModel, Message, ModelStatus, Progress
+from appliance.inference.chat import ChatModel, Message, ModelStatus, NoModel, Progress
 
 _MISS = object()
 
@@ -169,3 +169,12 @@ class CachedModel:
 
     def status(self) -> ModelStatus:
         return self.model.status()
+
+
+def with_response_cache(settings: Any, model: ChatModel, clock: Callable[[], float] = time.time) -> ChatModel:
+    """``model`` behind the response cache when ``[memory] response_cache_enabled`` (persisted in the data
+    directory); ``model`` itself otherwise, or when it is a ``NoModel``."""
+    if isinstance(model, NoModel):
+        return model
+    cache = ResponseCache.from_settings(settings.memory, Path(settings.data_dir), clock)
+    return model if cache is None else CachedModel(model, cache)

@@ -93,6 +93,9 @@ def test_the_configuration_picks_the_model_or_says_why_there_is_none(tmp_path: P
     gguf = chat_model_from_settings(load_settings(data_dir=tmp_path, inference={
         "chat_model": "gguf", "model_path": str(tmp_path / "models" / "toy.gguf"), "idle_unload_seconds": 5}))
     assert isinstance(gguf, LlamaModel) and gguf.model_id == "gguf:toy.gguf" and gguf.idle_unload_seconds == 5
+    pinned = chat_model_from_settings(load_settings(data_dir=tmp_path, inference={
+        "chat_model": "gguf", "model_path": str(tmp_path / "models" / "toy.gguf"), "model_sha256": toy["sha256"]}))
+    assert pinned.model_id == f"gguf:toy.gguf@{toy['sha256'][:12]}"
     missing = chat_model_from_settings(load_settings(data_dir=tmp_path, inference={
         "chat_model": "gguf", "model_path": str(tmp_path / "nope.gguf")}))
     assert isinstance(missing, NoModel) and "does not exist" in (missing.status().reason or "")

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from appliance.config import load_settings
-from appliance.inference.chat import ModelTimeout, ScriptedModel
+from appliance.inference.chat import ModelTimeout, NoModel, ScriptedModel
 from appliance.inference.llm import SMOKE_SCHEMA
-from appliance.inference.response_cache import CachedModel, ResponseCache
+from appliance.inference.response_cache import CachedModel, ResponseCache, with_response_cache
 from tests.inference.conftest import Ticker
 
 ASK = [{"role": "user", "content": "summarise"}]
@@ -100,3 +100,16 @@ def test_the_settings_decide_whether_and_where_there_is_a_cache(tmp_path: Path) 
     cache.close()
     memory_only = ResponseCache.from_settings(settings.memory)
     assert memory_only is not None and memory_only.hot_entries == 7
+
+
+def test_the_configuration_puts_the_cache_in_front_of_a_real_model_only(tmp_path: Path) -> None:
+    scripted = ScriptedModel([ANSWER])
+    assert with_response_cache(load_settings(data_dir=tmp_path), scripted) is scripted
+    enabled = load_settings(data_dir=tmp_path, memory={"response_cache_enabled": True})
+    cached = with_response_cache(enabled, scripted)
+    assert isinstance(cached, CachedModel) and cached.model_id == "scripted"
+    assert cached.complete_json(ASK, SMOKE_SCHEMA) == cached.complete_json(ASK, SMOKE_SCHEMA) == ANSWER
+    assert len(scripted.calls) == 1
+    cached.cache.close()
+    none = NoModel("off")
+    assert with_response_cache(enabled, none) is none
