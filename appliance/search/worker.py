@@ -65,6 +65,7 @@ class IndexWorker:
             self._wake.clear()
             try:
                 if first:
+                    self.sync.index.resident()  # load the in-memory rows now, not on the first query
                     repair = self.sync.repair()
                     self._written += repair.indexed
                     log.info("search index ready: %d rows written, %d stale removed, %d requeued",
