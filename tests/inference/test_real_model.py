@@ -21,8 +21,8 @@ def default_model() -> Iterator[LlamaModel]:
     settings = load_settings()
     name, entry = next(iter(chat_models().items()))
     path = installed_path(settings, name)
-    if path is None:
-        pytest.skip(f"{name} is not installed in {models_dir(settings)}: run `make models`")
+    # make test installs the default model: a missing one is a failure, not a skip
+    assert path is not None, f"{name} is not installed in {models_dir(settings)}: run `make models`"
     model = LlamaModel(path, model_id=name, sha256=entry["sha256"], size=entry["size"], context_tokens=2048)
     yield model
     model.close()
