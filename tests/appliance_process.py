@@ -28,7 +28,9 @@ def cli_env(data_dir: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KUMIHO_CE_")}
     env.update({"KUMIHO_CE_DATA_DIR": str(data_dir), "XDG_CONFIG_HOME": str(data_dir.parent / "no-config"),
                 # the tiny deterministic embedder keeps process start fast; tests/search covers the real model
-                "KUMIHO_CE_SEARCH__EMBEDDER": "hashing"})
+                "KUMIHO_CE_SEARCH__EMBEDDER": "hashing",
+                # no chat model unless a test asks for one (tests/memory/test_model_tools.py does)
+                "KUMIHO_CE_INFERENCE__CHAT_MODEL": "none"})
     env.update(extra)
     return env
 

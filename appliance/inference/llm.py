@@ -375,6 +375,14 @@ def chat_model_from_settings(settings: Any) -> ChatModel:
     conf = settings.inference
     if conf.chat_model == "none":
         return NoModel("disabled by the configuration (inference.chat_model = \"none\")")
+    if conf.chat_model == "endpoint":
+        from appliance.inference.remote import EndpointModel
+
+        if not conf.endpoint_url:
+            return NoModel("inference.chat_model = \"endpoint\" needs inference.endpoint_url")
+        key = conf.endpoint_api_key.get_secret_value() if conf.endpoint_api_key else None
+        return EndpointModel(conf.endpoint_url, conf.endpoint_model, api_key=key,
+                             request_timeout=conf.request_timeout_seconds, allow_remote=conf.allow_remote_endpoints)
     if importlib.util.find_spec("llama_cpp") is None:  # not imported here: that loads the library
         return NoModel("llama-cpp-python is not installed; run `make install`")
     options = {"context_tokens": conf.context_tokens, "threads": conf.threads,

@@ -5,19 +5,27 @@ surface turns them into tool errors (D9)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from appliance.core import kref as krefs
 from appliance.core import redaction
 from appliance.core.search import SearchFilter, SearchRequest
-from appliance.errors import Conflict, InvalidArgument, NotFound
+from appliance.errors import Conflict, InvalidArgument, KumihoError, NotFound
 from appliance.graph import GraphStore
-from appliance.memory import records, views
+from appliance.inference.chat import ChatModel, ModelError, NoModel, model_status
+from appliance.jobs import Job, JobQueue
+from appliance.memory import consolidation, records, views
+from appliance.memory.augmented import augmented_recall
 from appliance.memory.cache import RecallCache
+from appliance.memory.dream import DreamParams, DreamState
+from appliance.memory.edges import EdgeDiscovery, EdgeRequest
 from appliance.memory.recall import Recaller, RecallQuery
 from appliance.memory.sessions import after_consolidation, resolve_session
 from appliance.memory.spaces import check_project, scope, storage_space
@@ -31,6 +39,23 @@ _EVENT_DATE = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
 EVIDENCE_LEVELS = ("official", "corroborated", "single_source", "unverified")
 CONSOLIDATE_AFTER = 50  # buffered messages before ingest says should_consolidate
 NO_MODEL = "no local model"
+RECALLED_KEPT = 20  # krefs a session remembers having recalled (its summary links to them)
+Redact = Callable[[list[str]], list[str]]  # PII redaction of many texts at once (spaCy + patterns)
+
+
+def patterns_only(texts: list[str]) -> list[str]:
+    return [redaction.redact_pii(t)[0] for t in texts]
+
+
+@dataclass(frozen=True)
+class ModelOptions:
+    """How the model-backed tools use the model (``[inference]`` and ``[maintenance]``)."""
+
+    tool_wait_seconds: float = 120.0  # consolidate / discover_edges / dream_state wait this long, then go on
+    reformulate_seconds: float = 20.0  # graph-augmented recall's query rewriting
+    call_timeout: float = 300.0  # one summarisation or assessment call
+    keep_raw_transcripts: bool = False  # D5: consolidation transcripts are PII-redacted unless this
+    dream_min_age_days: float = 7.0
 
 
 @dataclass(frozen=True)
@@ -61,10 +86,28 @@ class Redactions:
 
 class MemoryService:
     def __init__(self, graph: GraphStore, recaller: Recaller, writer: MemoryWriter, working: WorkingMemory, *,
-                 cache: RecallCache, half_lives: dict[str, float] | None = None) -> None:
+                 cache: RecallCache, half_lives: dict[str, float] | None = None, model: ChatModel | None = None,
+                 jobs: JobQueue | None = None, redact_pii: Redact = patterns_only,
+                 artifact_root: Path | None = None, options: ModelOptions = ModelOptions(),
+                 model_for: Callable[[dict[str, Any]], ChatModel] | None = None,
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self.graph, self.recaller, self.writer, self.working = graph, recaller, writer, working
         self.cache = cache
         self.half_lives = half_lives or {}
+        self.model: ChatModel = model or NoModel("no chat model is configured")
+        self.jobs = jobs
+        self.redact_pii = redact_pii
+        self.artifact_root = artifact_root or writer.artifact_root
+        self.options = options
+        self.model_for = model_for or _configured_model_only
+        self._clock = clock
+
+    def model_ready(self) -> str | None:
+        """None when model-backed work can run; otherwise why not (for ``skipped:`` answers)."""
+        status = model_status(self.model)
+        if not status.available or self.jobs is None:
+            return f"{NO_MODEL} ({status.reason or 'no job queue'})"
+        return None
 
     # -- recall ----------------------------------------------------------------------------------------
     def recall(self, args: dict[str, Any], client: Client) -> dict[str, Any]:
@@ -92,18 +135,29 @@ class MemoryService:
         query = _query_text(args)
         spaces = _scopes(project, args.get("space_paths"))
         self._check_spaces(spaces)
-        results = self.recaller.recall(RecallQuery(
+        recall = RecallQuery(
             query=query, project=project, spaces=spaces,
             kinds=(kind,), memory_types=tuple(t.lower() for t in args.get("memory_types") or ()),
             limit=_positive(args.get("limit", 5), "limit"), min_score=max(floor, float(args.get("min_score", 0.0))),
-            mode=mode, order=order, half_lives=self.half_lives))
+            mode=mode, order=order, half_lives=self.half_lives)
+        augmented: dict[str, Any] | None = None
+        if args.get("graph_augmented") and query.strip():
+            unready = self.model_ready()
+            if unready:
+                augmented = {"used": False, "note": f"unavailable: {unready}; plain recall was used"}
+            else:
+                results, augmented = augmented_recall(self.recaller, self.graph, self.model, recall,
+                                                      timeout=self.options.reformulate_seconds)
+                augmented = {"used": True, **augmented}
+        if augmented is None or not augmented["used"]:
+            results = self.recaller.recall(recall)
         result: dict[str, Any] = {"results": results, "count": len(results), "recall_mode": mode}
         if with_context:
             context = records.context(results, mode)
             result = {"context": context, **result, "source_krefs": [r["kref"] for r in results],
                       "approx_tokens": len(context) // 4}
-        if args.get("graph_augmented"):
-            result["graph_augmented"] = f"unavailable: {NO_MODEL}; plain recall was used"
+        if augmented is not None:
+            result["graph_augmented"] = augmented
         result["timing_ms"] = {"total": round((time.perf_counter() - started) * 1000, 1)}
         return result
 
@@ -225,7 +279,9 @@ class MemoryService:
             "session_id": session_id, "session_id_source": source,
         }
         if stored and args.get("discover_edges", True):
-            result["edge_discovery"] = f"skipped: {NO_MODEL}"
+            result.update(self._queue_edge_discovery([s["revision_kref"] for s in stored]))
+        if sources:
+            self._remember_recalled(project, session_id, sources)
         if dropped:
             result["dropped_event_dates"] = dropped
         return red.report(result)
@@ -287,6 +343,8 @@ class MemoryService:
             args.get("working_memory_limit", 10), "working_memory_limit"))
         recalled = self.run_recall({"query": message, "limit": args.get("recall_limit", 5)}, client,
                                 with_context=False)["results"] if message.strip() else []
+        if recalled:
+            self._remember_recalled(project, session_id, [r["kref"] for r in recalled])
         result = {"session_id": session_id, "session_id_source": source,
                   "working_memory": [dataclasses.asdict(m) for m in buffered], "long_term_memory": recalled,
                   "should_consolidate": self.working.count(project, session_id) >= CONSOLIDATE_AFTER}
@@ -309,37 +367,84 @@ class MemoryService:
                            "session_id_source": source})
 
     def consolidate(self, args: dict[str, Any], client: Client) -> dict[str, Any]:
-        """An agent-written ``summary`` is stored without a model; summarising the buffer itself needs the
-        local model (inference issue) and is refused, buffer kept, until one is configured."""
-        red = Redactions()
+        """Summarise the session's buffer with the model (or store an agent-written ``summary``), write the
+        transcript artifact, store the summary, clear the buffer (reference §4.10). The model's work runs on
+        the interactive job lane; after ``tool_wait_seconds`` the answer says it goes on in the background."""
         project = client.project
         session_id, source = resolve_session(self.working, session_id=args.get("session_id"),
                                              user_id=args.get("user_id"), context=args.get("context"),
                                              host_session_id=client.host_session_id, project=project)
-        messages = self.working.messages(project, session_id, limit=1000)
         provided = args.get("summary")
         if not provided:
-            if not messages:
+            if not self.working.count(project, session_id):
                 raise Conflict(f"No messages to consolidate in session {session_id}: nothing was buffered "
                                "(or it was consolidated already)", field="session_id")
-            raise InvalidArgument(f"summary: {NO_MODEL} is configured to summarise the session; pass an "
-                                  "agent-written summary (text or {title, summary, …})", field="summary")
-        shaped = _summary_shape(red.clean(provided))
+            unready = self.model_ready()
+            if unready:
+                raise InvalidArgument(f"summary: {unready} to summarise the session; pass an agent-written "
+                                      "summary (text or {title, summary, …}), or install the model "
+                                      "(`kumiho-ce models install`)", field="summary")
+        level = args.get("evidence_level")
+
+        def work(job: Job | None) -> dict[str, Any]:
+            return self.consolidate_session(project, session_id, summary=provided, job=job,
+                                            host_session_id=client.host_session_id,
+                                            evidence_level=level if level in EVIDENCE_LEVELS else None)
+
+        if provided:
+            result = work(None)
+        else:
+            result = self._wait_for(self._jobs().submit(
+                "consolidate", work, lane="interactive", key=f"consolidate:{project}:{session_id}",
+                description=f"consolidate session {session_id}"))
+        return {**result, "session_id": session_id, "session_id_source": source}
+
+    def consolidate_session(self, project: str, session_id: str, *, summary: Any = None,
+                            host_session_id: str | None = None, evidence_level: str | None = None,
+                            job: Job | None = None) -> dict[str, Any]:
+        """The whole consolidation of one session; the idle-session sweep calls it too."""
+        red = Redactions()
+        messages = self.working.messages(project, session_id, limit=1000)
+        if summary is None and not messages:
+            return {"success": False, "error": "No messages to consolidate", "buffer_was_empty": True}
+        # D5: credentials were replaced when the messages were buffered. The transcript artifact is
+        # PII-redacted with names (spaCy) unless the operator keeps raw transcripts; the model reads, and the
+        # summary keeps, names (they are what a memory is about) but no structured PII (emails, phones, …).
+        contents = [red.clean(m.content) for m in messages]
+        if summary is None:
+            if job is not None:
+                job.progress(0, 1, f"summarising {len(messages)} messages")
+            shaped = _summary_shape(consolidation.summarize(
+                self.model, [(m.role, text) for m, text in zip(messages, patterns_only(contents), strict=True)],
+                timeout=self.options.call_timeout, cancel=job.cancel if job else None,
+                progress=(lambda n, total: job.progress(n, total, "generating")) if job else None))
+        else:
+            shaped = _summary_shape(red.clean(summary))
+        shaped["summary"], shaped["title"] = patterns_only([consolidation.summary_text(shaped["raw"]),
+                                                            shaped["title"]])
+        kept = contents if self.options.keep_raw_transcripts or not contents else self.redact_pii(contents)
         meta = self.working.metadata(project, session_id)
         space = "/".join(p for p in (meta.get("context"), meta.get("user_id")) if p) or \
             "/".join(shaped["topics"][:2]) or "sessions"
-        transcript = "\n".join(f"**{m.role}:** {redaction.redact_pii(red.clean(m.content))[0]}" for m in messages)
+        transcript = "\n\n".join(f"### {m.role.capitalize()}\n<sub>{m.timestamp}</sub>\n\n{text}"
+                                 for m, text in zip(messages, kept, strict=True))
+        level = evidence_level or meta.get("evidence_level")
+        tags = ["summarized", *([f"evidence:{level}"] if level in EVIDENCE_LEVELS else []), "published"]
+        metadata = {**shaped["metadata"], **records.metadata_values({
+            "session_id": session_id, "message_count": len(messages), "evidence_level": level,
+            "user_id": meta.get("user_id"), "source": meta.get("source")})}
         draft = Draft(project=check_project(project), space=storage_space(project, None, space),
                       kind="conversation", memory_type=shaped["type"], title=shaped["title"],
                       summary=clip_summary(shaped["summary"]), assistant_text=transcript,
-                      tags=["summarized", "published"], metadata=shaped["metadata"],
+                      tags=tags, metadata=metadata, bundle_name=(shaped["topics"] or [""])[0],
+                      source_krefs=_json_list(meta.get("recalled")), edge_type="REFERENCED",
                       artifact_name="conversation", stack=False)
         stored = self.writer.write([self.writer.plan(draft)])[0]
         cleared = self.working.clear(project, session_id)
-        after_consolidation(self.working, session_id, client.host_session_id)
+        after_consolidation(self.working, session_id, host_session_id)
         return red.report({"success": True, "buffer_was_empty": not messages, "cleared_messages": cleared,
-                           "summary": draft.summary, "store_result": stored, "session_id": session_id,
-                           "session_id_source": source})
+                           "summary": draft.summary, "summarized_by": "agent" if summary is not None else
+                           self.model.model_id, "store_result": stored})
 
     def store_execution(self, args: dict[str, Any], client: Client) -> dict[str, Any]:
         red = Redactions()
@@ -368,24 +473,108 @@ class MemoryService:
         stored = self.writer.write([self.writer.plan(draft)])[0]
         return red.report({"success": True, "memory_type": memory_type, "store_result": stored})
 
-    # -- model-backed tools (their non-model part) ------------------------------------------------------
+    # -- model-backed tools ------------------------------------------------------------------------------
     def discover_edges(self, args: dict[str, Any], client: Client) -> dict[str, Any]:
-        self.graph.get_revision(args["revision_kref"])  # a bad kref is an error even without a model
-        return {"edges": [], "count": 0, "skipped": f"{NO_MODEL}: implication queries need the local model"}
+        source = self.graph.get_revision(args["revision_kref"])  # a bad kref is an error even without a model
+        unready = self.model_ready()
+        if unready:
+            return {"edges": [], "count": 0, "skipped": f"{unready}: implication queries need the local model"}
+        project = krefs.parse(source.kref).project
+        request = EdgeRequest(
+            source.kref, spaces=_scopes(project, args.get("space_paths")),
+            max_queries=_bounded(args.get("max_queries", 5), "max_queries", 1, 10),
+            max_edges=_bounded(args.get("max_edges", 3), "max_edges", 1, 20),
+            min_score=float(args.get("min_score", 0.3)), edge_type=str(args.get("edge_type") or "REFERENCED"))
+        self._check_spaces(request.spaces)
+        job = self._jobs().submit("discover_edges", lambda job: self._discover([request], job), lane="interactive",
+                                  description=f"discover edges of {source.kref}")
+        result = self._wait_for(job)
+        if "edges" not in result:
+            return {"edges": [], "count": 0, **result}
+        return {"edges": result["edges"], "count": len(result["edges"]), "job_id": job.id}
+
+    def _queue_edge_discovery(self, revision_krefs: list[str]) -> dict[str, Any]:
+        """D12: reflect's captures get edge discovery in the background; reflect does not wait."""
+        unready = self.model_ready()
+        if unready:
+            return {"edge_discovery": f"skipped: {unready}"}
+        requests = [EdgeRequest(kref) for kref in revision_krefs]
+        job = self._jobs().submit("discover_edges", lambda job: self._discover(requests, job),
+                                  description=f"edge discovery after reflect ({len(requests)} memories)")
+        return {"edge_discovery": "queued", "edge_discovery_job": job.id}
+
+    def _discover(self, requests: list[EdgeRequest], job: Job) -> dict[str, Any]:
+        finder = EdgeDiscovery(self.graph, self.recaller, self.model)
+        edges: list[dict[str, Any]] = []
+        errors = []
+        for done, request in enumerate(requests):
+            job.progress(done, len(requests), request.revision_kref)
+            try:
+                edges += finder.discover(request, cancel=job.cancel)
+            except KumihoError as exc:  # one memory's failure does not stop the others
+                if len(requests) == 1:
+                    raise
+                errors.append({"revision_kref": request.revision_kref, "code": exc.code, "message": exc.message})
+        job.progress(len(requests), len(requests))
+        return {"edges": edges, **({"errors": errors} if errors else {})}
 
     def dream_state(self, args: dict[str, Any], client: Client) -> dict[str, Any]:
         project = check_project(args.get("project") or client.project)
         self.graph.get_project(project)
-        if args.get("base_url"):
-            raise InvalidArgument("base_url: remote model endpoints are refused unless the operator allows "
-                                  "them (allow_remote_endpoints, D6)", field="base_url")
-        pending = self.graph.search_items(context_filter=project, kind_filter="conversation").total_count
-        report = {"project": project, "dry_run": bool(args.get("dry_run")), "revisions_assessed": 0,
-                  "would_assess": pending, "batch_size": args.get("batch_size", 20), "deprecated": 0,
-                  "metadata_updated": 0, "tags_added": 0, "edges_created": 0, "errors": []}
-        if args.get("dry_run"):
-            return {"success": True, **report}
-        return {"success": False, **report, "skipped": f"{NO_MODEL}: Dream State assessments need the local model"}
+        model = self.model
+        if any(args.get(k) for k in ("provider", "model", "base_url", "api_key")):
+            model = self.model_for(args)  # D6 is enforced there
+        try:
+            return self.run_dream(project, args, model, wait=True)
+        finally:
+            if model is not self.model and hasattr(model, "close"):
+                model.close()
+
+    def run_dream(self, project: str, args: dict[str, Any], model: ChatModel, *, wait: bool = True
+                  ) -> dict[str, Any]:
+        params = DreamParams(
+            project=project, batch_size=_bounded(args.get("batch_size", 20), "batch_size", 1, 50),
+            dry_run=bool(args.get("dry_run")),
+            max_deprecation_ratio=float(args.get("max_deprecation_ratio", 0.5)),
+            allow_published_deprecation=bool(args.get("allow_published_deprecation")),
+            extra_instructions=str(args.get("extra_instructions") or ""),
+            min_age_days=self.options.dream_min_age_days)
+        dream = DreamState(self.graph, model, self.artifact_root, clock=self._clock,
+                           call_timeout=self.options.call_timeout)
+        unready = None if model is not self.model else self.model_ready()
+        if unready:
+            return {"success": params.dry_run, "project": project, "dry_run": params.dry_run,
+                    "revisions_assessed": 0, "would_assess": dream.pending_count(params), "deprecated": 0,
+                    "skipped": f"{unready}: Dream State assessments need the local model"}
+        job = self._jobs().submit(
+            "dream_state", lambda job: dream.run(params, progress=job.progress, cancel=job.cancel),
+            key=f"dream_state:{project}", description=f"Dream State of {project}" + (" (dry run)" * params.dry_run))
+        if not wait:
+            return {"success": True, "status": "queued", "job_id": job.id}
+        return {"success": True, **self._wait_for(job)}
+
+    def _jobs(self) -> JobQueue:
+        if self.jobs is None:
+            raise ModelError(f"{NO_MODEL}: the appliance runs without a job queue")
+        return self.jobs
+
+    def _wait_for(self, job: Job) -> dict[str, Any]:
+        """The job's result when it finishes within ``tool_wait_seconds``; its error as a tool error; else a
+        note that it goes on in the background (its progress shows at /api/jobs/<id>)."""
+        if not self.jobs or not self.jobs.wait(job, self.options.tool_wait_seconds):
+            return {"status": "running", "job_id": job.id, "progress": job.to_dict()["progress"],
+                    "message": f"still running after {self.options.tool_wait_seconds:g} s; it goes on in the "
+                               f"background (GET /api/jobs/{job.id} shows its progress)"}
+        if job.state == "done":
+            return dict(job.result) if isinstance(job.result, dict) else {"result": job.result}
+        error = job.error or {"code": "cancelled", "message": "the job was cancelled"}
+        raise ModelError(f"{job.kind} failed: {error['message']}")
+
+    def _remember_recalled(self, project: str, session_id: str, found: list[str]) -> None:
+        """What a session recalled or cited, so its summary can link to it (newest first, bounded)."""
+        known = _json_list(self.working.metadata(project, session_id).get("recalled"))
+        merged = list(dict.fromkeys([*found, *known]))[:RECALLED_KEPT]
+        self.working.set_metadata(project, session_id, {"recalled": json.dumps(merged)})
 
     # -- maintenance -----------------------------------------------------------------------------------
     def resolve_kref(self, args: dict[str, Any], client: Client) -> dict[str, Any]:
@@ -476,6 +665,25 @@ def _krefs(values: Any) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+def _configured_model_only(args: dict[str, Any]) -> ChatModel:
+    raise InvalidArgument("provider: this appliance has no model selection; Dream State uses the configured model",
+                          field="provider")
+
+
+def _bounded(value: Any, field: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidArgument(f"{field}: must be a whole number from {low} to {high} (got {value!r})", field=field)
+    return value
+
+
+def _json_list(text: str | None) -> list[str]:
+    try:
+        value = json.loads(text) if text else []
+    except ValueError:
+        return []
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
 def _retrieve_mode(mode: str, query: str) -> str:
     normal = re.sub(r"[\s-]+", "_", (mode or "").strip().lower())
     if normal in ("latest", "newest", "recent", "most_recent"):
@@ -510,5 +718,5 @@ def _summary_shape(summary: Any) -> dict[str, Any]:
         if isinstance(summary.get("knowledge"), dict) else None,
         "implications": summary.get("implications") or None})
     return {"type": kind, "title": str(summary.get("title") or "Conversation")[:200],
-            "summary": str(summary["summary"]), "topics": topics, "metadata": metadata}
+            "summary": str(summary["summary"]), "topics": topics, "metadata": metadata, "raw": summary}
 

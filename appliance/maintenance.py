@@ -1,0 +1,110 @@
+"""Scheduled model work (``[maintenance]``): idle sessions are consolidated, Dream State runs daily.
+
+A timer thread calls ``tick`` every ``interval`` seconds; ``tick`` only queues jobs (``appliance.jobs``), so
+it is quick and tests call it directly with a clock of their own. Without a usable model nothing is
+queued: idle sessions stay buffered (never dropped) until a model is there or an agent consolidates them.
+A session whose consolidation failed is retried later, waiting longer after each failure (up to an hour).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from appliance.config import MaintenanceSettings
+from appliance.jobs import Job, JobQueue
+from appliance.memory.service import MemoryService
+
+log = logging.getLogger(__name__)
+MAX_BACKOFF = timedelta(hours=1)
+
+
+def next_daily(at: str, now: datetime) -> datetime | None:
+    """The first ``HH:MM`` (local time of ``now``) strictly after ``now``; None when ``at`` is empty."""
+    if not at:
+        return None
+    hour, minute = (int(part) for part in at.split(":"))
+    moment = now.replace(hour=hour, minute=minute, second=0, microsecond=0)
+    return moment if moment > now else moment + timedelta(days=1)
+
+
+class Maintenance:
+    def __init__(self, memory: MemoryService, jobs: JobQueue, settings: MaintenanceSettings, project: str, *,
+                 clock: Callable[[], datetime] = lambda: datetime.now().astimezone(), interval: float = 30.0) -> None:
+        self.memory, self.jobs, self.settings, self.project = memory, jobs, settings, project
+        self._clock, self.interval = clock, interval
+        self.next_dream = next_daily(settings.dream_state_time, clock())
+        self._last: dict[str, Job] = {}  # session key -> its latest consolidation job
+        self._failures: dict[str, tuple[int, datetime]] = {}  # session key -> (failures, retry after)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="maintenance", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.tick()
+            except Exception:  # the schedule must survive one bad tick
+                log.exception("maintenance tick failed")
+
+    def tick(self) -> list[Job]:
+        """Queue what is due now; returns the jobs queued."""
+        if self.memory.model_ready() is not None:
+            return []
+        now = self._clock()
+        queued = self._idle_sessions(now)
+        if self.next_dream is not None and now >= self.next_dream:
+            self.next_dream = next_daily(self.settings.dream_state_time, now)
+            queued.append(self.dream())
+        return queued
+
+    def dream(self) -> Job:
+        s = self.settings
+        args: dict[str, Any] = {"batch_size": s.dream_state_batch_size,
+                                "max_deprecation_ratio": s.dream_state_max_deprecation_ratio,
+                                "allow_published_deprecation": s.dream_state_allow_published_deprecation}
+        result = self.memory.run_dream(self.project, args, self.memory.model, wait=False)
+        return self.jobs.get(result["job_id"])
+
+    def _idle_sessions(self, now: datetime) -> list[Job]:
+        minutes = self.settings.idle_consolidation_minutes
+        if not minutes:
+            return []
+        queued = []
+        for session in self.memory.working.idle_sessions(minutes * 60):
+            key = f"consolidate:{session.project}:{session.session_id}"
+            if not self._due(key, now):
+                continue
+            job = self.jobs.submit("consolidate", self._consolidate(session.project, session.session_id), key=key,
+                                   description=f"consolidate idle session {session.session_id}")
+            self._last[key] = job
+            queued.append(job)
+        return queued
+
+    def _due(self, key: str, now: datetime) -> bool:
+        last = self._last.get(key)
+        if last is not None and last.active:
+            return False
+        if last is not None and last.state == "failed":
+            count = self._failures.get(key, (0, now))[0] + 1
+            self._failures[key] = (count, now + min(MAX_BACKOFF, timedelta(minutes=2 ** count)))
+            del self._last[key]
+        elif last is not None:
+            self._failures.pop(key, None)
+            del self._last[key]
+        retry = self._failures.get(key)
+        return retry is None or now >= retry[1]
+
+    def _consolidate(self, project: str, session_id: str) -> Callable[[Job], Any]:
+        return lambda job: self.memory.consolidate_session(project, session_id, job=job)

@@ -1,0 +1,84 @@
+"""Edge discovery by implication queries (reference §4.12): the model imagines future situations in which a
+memory would matter, each becomes a search within the memory's scope, and the best hits get an edge that
+records the query and the score."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from appliance.core import kref as krefs
+from appliance.graph import GraphStore
+from appliance.inference import prompts
+from appliance.inference.chat import ChatModel, ModelTimeout
+from appliance.memory import records
+from appliance.memory.recall import Recaller, RecallQuery
+
+# Capture types whose memories get edge discovery after reflect (reference §4.9 step 6).
+EDGE_WORTHY = frozenset({"decision", "architecture", "implementation", "synthesis", "reflection"})
+HITS_PER_QUERY = 3
+BUDGET_SECONDS = 60.0  # the whole discovery, model call included (reference: overall 60 s)
+MEMORY_CHARS = 2000
+
+
+def queries_schema(count: int) -> dict[str, Any]:
+    return {"type": "object", "properties": {"queries": {
+        "type": "array", "minItems": 1, "maxItems": count,
+        "items": {"type": "string", "minLength": 3, "maxLength": 80}}},
+        "required": ["queries"], "additionalProperties": False}
+
+
+@dataclass(frozen=True)
+class EdgeRequest:
+    revision_kref: str
+    spaces: tuple[str, ...] = ()  # normalised space paths; empty = derived from the kref
+    max_queries: int = 5
+    max_edges: int = 3
+    min_score: float = 0.3
+    edge_type: str = "REFERENCED"
+
+
+def default_scope(revision_kref: str) -> tuple[str, ...]:
+    """The memory's own space (every path segment but the item), or its project for a root item."""
+    return (krefs.parse(revision_kref).space_path,)
+
+
+class EdgeDiscovery:
+    def __init__(self, graph: GraphStore, recaller: Recaller, model: ChatModel) -> None:
+        self.graph, self.recaller, self.model = graph, recaller, model
+
+    def discover(self, request: EdgeRequest, *, budget: float = BUDGET_SECONDS,
+                 cancel: threading.Event | None = None) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + budget
+        source = self.graph.get_revision(request.revision_kref)
+        meta = source.metadata
+        memory = f"{meta.get('title', '')}\n{records.summary_of(meta)}".strip()[:MEMORY_CHARS]
+        answer = self.model.complete_json(
+            prompts.render("implication_queries", memory=memory, count=request.max_queries),
+            queries_schema(request.max_queries), max_tokens=40 * request.max_queries + 20,
+            timeout=budget, cancel=cancel)
+        queries = list(dict.fromkeys(" ".join(q.split()) for q in answer["queries"] if q.strip()))
+        project = krefs.parse(source.kref).project
+        best: dict[str, tuple[float, str]] = {}  # target revision kref -> (score, query)
+        for query in queries:
+            if time.monotonic() > deadline:
+                raise ModelTimeout(f"edge discovery passed its {budget:g} s budget while searching")
+            hits = self.recaller.recall(RecallQuery(query=query, project=project,
+                                                    spaces=request.spaces or default_scope(source.kref),
+                                                    limit=HITS_PER_QUERY, min_score=request.min_score))
+            for hit in hits:
+                if hit["item_kref"] == source.item_kref:
+                    continue
+                if hit["score"] > best.get(hit["kref"], (-1.0, ""))[0]:
+                    best[hit["kref"]] = (hit["score"], query)
+        chosen = sorted(best.items(), key=lambda kv: -kv[1][0])[: request.max_edges]
+        edges = []
+        for target, (score, query) in chosen:
+            self.graph.create_edge(source.kref, target, request.edge_type,
+                                   {"reason": f"LLM implication: {query[:100]}", "query": query[:200],
+                                    "score": f"{score:.3f}", "basis": "implication-query"})
+            edges.append({"source": source.kref, "target": target, "edge_type": request.edge_type,
+                          "query": query, "score": round(score, 4)})
+        return edges
