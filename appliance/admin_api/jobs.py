@@ -6,6 +6,7 @@ from typing import Any
 
 from litestar import Controller, get, post
 from litestar.datastructures import State
+from litestar.params import FromPath, FromQuery
 
 from appliance.inference.chat import model_status
 
@@ -15,17 +16,17 @@ class JobsController(Controller):
     tags = ("jobs",)  # type: ignore[assignment]
 
     @get("/jobs", summary="Recent and running background jobs, newest first", sync_to_thread=False)
-    def jobs(self, state: State, kind: str | None = None) -> dict[str, Any]:
+    def jobs(self, state: State, kind: FromQuery[str | None] = None) -> dict[str, Any]:
         found = [job.to_dict() for job in state.services.jobs.list(kind=kind)]
         return {"jobs": found, "count": len(found)}
 
     @get("/jobs/{job_id:str}", summary="One job: state, progress, result or error", sync_to_thread=False)
-    def job(self, state: State, job_id: str) -> dict[str, Any]:
+    def job(self, state: State, job_id: FromPath[str]) -> dict[str, Any]:
         return state.services.jobs.get(job_id).to_dict()  # type: ignore[no-any-return]
 
     @post("/jobs/{job_id:str}/cancel", summary="Ask a job to stop (its model call stops at the next token)",
           sync_to_thread=False, status_code=200)
-    def cancel(self, state: State, job_id: str) -> dict[str, Any]:
+    def cancel(self, state: State, job_id: FromPath[str]) -> dict[str, Any]:
         return state.services.jobs.cancel(job_id).to_dict()  # type: ignore[no-any-return]
 
     @get("/model", summary="The chat model: configured, loaded, why not available", sync_to_thread=False)

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from litestar import Controller, get
 from litestar.datastructures import State
-from litestar.params import Parameter
+from litestar.params import FromQuery, QueryParameter
 
 from appliance.core.search import SearchFilter, SearchRequest
 from appliance.errors import InvalidArgument
@@ -21,16 +21,16 @@ class SearchController(Controller):
     def search(
         self,
         state: State,
-        q: Annotated[str, Parameter(description="the query", min_length=1, max_length=2000)],
-        mode: Literal["hybrid", "vector", "text"] = "hybrid",
-        limit: Annotated[int, Parameter(ge=1, le=100)] = 10,
-        min_score: Annotated[float, Parameter(ge=0.0, le=1.0)] = 0.0,
-        space: Annotated[list[str] | None, Parameter(description="space path prefixes (by segment)")] = None,
-        kind: list[str] | None = None,
-        memory_type: list[str] | None = None,
-        tag: list[str] | None = None,
-        project: str | None = None,
-        include_deprecated: bool = False,
+        q: Annotated[str, QueryParameter(description="the query", min_length=1, max_length=2000)],
+        mode: FromQuery[Literal["hybrid", "vector", "text"]] = "hybrid",
+        limit: Annotated[int, QueryParameter(ge=1, le=100)] = 10,
+        min_score: Annotated[float, QueryParameter(ge=0.0, le=1.0)] = 0.0,
+        space: Annotated[list[str] | None, QueryParameter(description="space path prefixes (by segment)")] = None,
+        kind: FromQuery[list[str] | None] = None,
+        memory_type: FromQuery[list[str] | None] = None,
+        tag: FromQuery[list[str] | None] = None,
+        project: FromQuery[str | None] = None,
+        include_deprecated: FromQuery[bool] = False,
     ) -> dict[str, Any]:
         try:
             where = SearchFilter(project, tuple(space or ()), tuple(kind or ()), tuple(memory_type or ()),

@@ -38,6 +38,7 @@ class EdgeRequest:
     max_edges: int = 3
     min_score: float = 0.3
     edge_type: str = "REFERENCED"
+    summary: str = ""  # what the model reads; the revision's title and summary when empty
 
 
 def default_scope(revision_kref: str) -> tuple[str, ...]:
@@ -54,7 +55,8 @@ class EdgeDiscovery:
         deadline = time.monotonic() + budget
         source = self.graph.get_revision(request.revision_kref)
         meta = source.metadata
-        memory = f"{meta.get('title', '')}\n{records.summary_of(meta)}".strip()[:MEMORY_CHARS]
+        memory = (request.summary.strip() or f"{meta.get('title', '')}\n{records.summary_of(meta)}".strip()
+                  )[:MEMORY_CHARS]
         answer = self.model.complete_json(
             prompts.render("implication_queries", memory=memory, count=request.max_queries),
             queries_schema(request.max_queries), max_tokens=40 * request.max_queries + 20,

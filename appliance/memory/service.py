@@ -484,7 +484,8 @@ class MemoryService:
             source.kref, spaces=_scopes(project, args.get("space_paths")),
             max_queries=_bounded(args.get("max_queries", 5), "max_queries", 1, 10),
             max_edges=_bounded(args.get("max_edges", 3), "max_edges", 1, 20),
-            min_score=float(args.get("min_score", 0.3)), edge_type=str(args.get("edge_type") or "REFERENCED"))
+            min_score=float(args.get("min_score", 0.3)), edge_type=str(args.get("edge_type") or "REFERENCED"),
+            summary=str(args.get("summary") or ""))
         self._check_spaces(request.spaces)
         job = self._jobs().submit("discover_edges", lambda job: self._discover([request], job), lane="interactive",
                                   description=f"discover edges of {source.kref}")
@@ -551,7 +552,9 @@ class MemoryService:
             key=f"dream_state:{project}", description=f"Dream State of {project}" + (" (dry run)" * params.dry_run))
         if not wait:
             return {"success": True, "status": "queued", "job_id": job.id}
-        return {"success": True, **self._wait_for(job)}
+        report = self._wait_for(job)
+        failed = bool(report.get("errors")) and not report.get("revisions_assessed") and "status" not in report
+        return {"success": not failed, **report}
 
     def _jobs(self) -> JobQueue:
         if self.jobs is None:
