@@ -13,6 +13,7 @@ from appliance.errors import NotFound
 from appliance.graph import GraphStore
 from appliance.inference import prompts
 from appliance.inference.chat import ChatModel, ModelError
+from appliance.inference.grammar import answer_budget
 from appliance.memory import records
 from appliance.memory.recall import Recaller, RecallQuery
 
@@ -28,14 +29,13 @@ FOLLOWED = frozenset({"DERIVED_FROM", "DEPENDS_ON", "REFERENCED", "CONTAINS", "C
 _EDGE_ORDER = {"CONTRADICTS": 0, "SUPERSEDES": 1}
 _DISPUTE_BASES = {"agent", "evidence-assessor"}
 SEEDS = 5
-REFORMULATE_TOKENS = 100
 TRAVERSAL_SECONDS = 30.0
 
 
 def angles(model: ChatModel, query: str, timeout: float) -> list[str]:
     """Up to three other phrasings of ``query`` (never the query itself)."""
     answer = model.complete_json(prompts.render("reformulate_query", query=query), ANGLES_SCHEMA,
-                                 max_tokens=REFORMULATE_TOKENS, timeout=timeout)
+                                 max_tokens=answer_budget(ANGLES_SCHEMA), timeout=timeout)
     seen = {query.casefold().strip()}
     found = []
     for text in answer["queries"]:

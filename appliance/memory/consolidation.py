@@ -10,10 +10,10 @@ from typing import Any
 
 from appliance.inference import prompts
 from appliance.inference.chat import ChatModel, Progress
+from appliance.inference.grammar import answer_budget
 
 SUMMARY_TYPES = ("summary", "fact", "decision", "action", "reflection", "error")
 TRANSCRIPT_BUDGET = 9000  # characters sent to the model: ~2.5k tokens, room for the answer in 4k
-SUMMARY_TOKENS = 448
 
 
 def _strings(most: int, length: int) -> dict[str, Any]:
@@ -67,8 +67,8 @@ def summarize(model: ChatModel, messages: Sequence[tuple[str, str]], *, timeout:
     """The model's summary of the (already redacted) messages, in the agent-summary shape that
     ``service._summary_shape`` reads: {type, title, summary, classification, knowledge, events, implications}."""
     answer = model.complete_json(prompts.render("summarize_session", transcript=transcript(messages)),
-                                 SUMMARY_SCHEMA, max_tokens=SUMMARY_TOKENS, timeout=timeout, cancel=cancel,
-                                 progress=progress)
+                                 SUMMARY_SCHEMA, max_tokens=answer_budget(SUMMARY_SCHEMA), timeout=timeout,
+                                 cancel=cancel, progress=progress)
     return {
         "type": answer["type"], "title": answer["title"].strip() or "Conversation",
         "summary": answer["summary"].strip(),

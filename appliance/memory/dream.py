@@ -31,6 +31,7 @@ from appliance.errors import InvalidArgument, KumihoError, NotFound
 from appliance.graph import GraphStore
 from appliance.inference import prompts
 from appliance.inference.chat import ChatModel, ModelCancelled, ModelError
+from appliance.inference.grammar import answer_budget
 from appliance.memory import records
 
 CURSOR_SPACE = "_dream_state"
@@ -237,9 +238,9 @@ class DreamState:
             if params.extra_instructions.strip() else ""
         messages = prompts.render("dream_assess", memories="\n".join(json.dumps(m, ensure_ascii=False)
                                                                     for m in shown), policy=policy)
-        answer = self.model.complete_json(messages, assessment_schema(len(batch)),
-                                          max_tokens=min(2048, 70 * len(batch) + 40), timeout=self.call_timeout,
-                                          cancel=cancel)
+        schema = assessment_schema(len(batch))
+        answer = self.model.complete_json(messages, schema, max_tokens=answer_budget(schema),
+                                          timeout=self.call_timeout, cancel=cancel)
         return parse_assessments(answer, len(batch))
 
     def _plan(self, assessed: list[tuple[list[Revision], list[Assessment]]], params: DreamParams,

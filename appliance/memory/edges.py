@@ -13,6 +13,7 @@ from appliance.core import kref as krefs
 from appliance.graph import GraphStore
 from appliance.inference import prompts
 from appliance.inference.chat import ChatModel, ModelTimeout
+from appliance.inference.grammar import answer_budget
 from appliance.memory import records
 from appliance.memory.recall import Recaller, RecallQuery
 
@@ -57,10 +58,10 @@ class EdgeDiscovery:
         meta = source.metadata
         memory = (request.summary.strip() or f"{meta.get('title', '')}\n{records.summary_of(meta)}".strip()
                   )[:MEMORY_CHARS]
+        schema = queries_schema(request.max_queries)
         answer = self.model.complete_json(
-            prompts.render("implication_queries", memory=memory, count=request.max_queries),
-            queries_schema(request.max_queries), max_tokens=40 * request.max_queries + 20,
-            timeout=budget, cancel=cancel)
+            prompts.render("implication_queries", memory=memory, count=request.max_queries), schema,
+            max_tokens=answer_budget(schema), timeout=budget, cancel=cancel)
         queries = list(dict.fromkeys(" ".join(q.split()) for q in answer["queries"] if q.strip()))
         project = krefs.parse(source.kref).project
         best: dict[str, tuple[float, str]] = {}  # target revision kref -> (score, query)

@@ -571,7 +571,9 @@ class MemoryService:
         if job.state == "done":
             return dict(job.result) if isinstance(job.result, dict) else {"result": job.result}
         error = job.error or {"code": "cancelled", "message": "the job was cancelled"}
-        raise ModelError(f"{job.kind} failed: {error['message']}")
+        failure = ModelError(f"{job.kind} failed: {error['message']}")
+        failure.code = error["code"]  # the cause's code (model_timeout, model_output_invalid, …)
+        raise failure
 
     def _remember_recalled(self, project: str, session_id: str, found: list[str]) -> None:
         """What a session recalled or cited, so its summary can link to it (newest first, bounded)."""

@@ -134,7 +134,7 @@ def test_a_failed_summary_is_a_clear_error_and_keeps_the_buffer(app: InProcess, 
 
     failed, still = run(app, steps)
     error = json.loads(failed.content[0].text)["error"]
-    assert failed.is_error and error["code"] == "model_error" and "448 tokens" in error["message"]
+    assert failed.is_error and error["code"] == "model_output_invalid" and "448 tokens" in error["message"]
     assert [m["content"] for m in still["working_memory"]] == ["Remember the VPN", "and DNS"]
     assert app.services.jobs.list(kind="consolidate")[0].state == "failed"
 
