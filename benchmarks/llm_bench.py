@@ -82,21 +82,25 @@ def measured_call(model: LlamaModel, messages: list[dict[str, str]], schema: dic
     }
 
 
+def open_model(path: Path | None, context: int, threads: int) -> LlamaModel:
+    """``path``, or the installed default model (verified by its manifest's sha256)."""
+    if path:
+        return LlamaModel(path, context_tokens=context, threads=threads)
+    name, entry = next(iter(chat_models().items()))
+    installed = installed_path(load_settings(), name)
+    if installed is None:
+        sys.exit(f"{name} is not installed: run `make models` (or pass --model)")
+    return LlamaModel(installed, model_id=name, sha256=entry["sha256"], size=entry["size"], context_tokens=context,
+                      threads=threads)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", type=Path, help="a GGUF file (default: the installed default model)")
     parser.add_argument("--threads", type=int, default=0, help="0 = the appliance's default (every core but one)")
     parser.add_argument("--context", type=int, default=4096)
     args = parser.parse_args()
-    if args.model:
-        model = LlamaModel(args.model, context_tokens=args.context, threads=args.threads)
-    else:
-        name, entry = next(iter(chat_models().items()))
-        path = installed_path(load_settings(), name)
-        if path is None:
-            sys.exit(f"{name} is not installed: run `make models` (or pass --model)")
-        model = LlamaModel(path, model_id=name, sha256=entry["sha256"], size=entry["size"],
-                           context_tokens=args.context, threads=args.threads)
+    model = open_model(args.model, args.context, args.threads)
     load_average = [round(x, 2) for x in os.getloadavg()]  # other work on the machine skews every number
     baseline = rss_mb()
     started = time.perf_counter()

@@ -31,7 +31,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from appliance.errors import KumihoError
+from appliance.errors import ConfigError, KumihoError
 from appliance.inference import sampling
 from appliance.inference.chat import (
     ChatModel,
@@ -381,8 +381,12 @@ def chat_model_from_settings(settings: Any) -> ChatModel:
         if not conf.endpoint_url:
             return NoModel("inference.chat_model = \"endpoint\" needs inference.endpoint_url")
         key = conf.endpoint_api_key.get_secret_value() if conf.endpoint_api_key else None
-        return EndpointModel(conf.endpoint_url, conf.endpoint_model, api_key=key,
-                             request_timeout=conf.request_timeout_seconds, allow_remote=conf.allow_remote_endpoints)
+        try:
+            return EndpointModel(conf.endpoint_url, conf.endpoint_model, api_key=key,
+                                 request_timeout=conf.request_timeout_seconds,
+                                 allow_remote=conf.allow_remote_endpoints)
+        except KumihoError as exc:  # a configuration error: the appliance refuses to start with it
+            raise ConfigError(f"inference.endpoint_url: {exc.message}") from None
     if importlib.util.find_spec("llama_cpp") is None:  # not imported here: that loads the library
         return NoModel("llama-cpp-python is not installed; run `make install`")
     options = {"context_tokens": conf.context_tokens, "threads": conf.threads,
