@@ -49,8 +49,13 @@ GROUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
      f"(same arguments, same client) within {_WINDOW} s gets the same result again, marked `cached: true`, "
      "and only while nothing was written: any write empties the cache. Empty results are never cached.\n"
      "* Read-your-writes: a memory stored by an earlier call is found by the next recall.\n"
-     f"* `graph_augmented: true` needs a local model; without one the answer carries `graph_augmented: "
-     f'"unavailable: {NO_MODEL}; plain recall was used"`.\n'
+     "* `graph_augmented: true` asks the local model for two or three other phrasings of the query (its "
+     "concern, a cause, consequences), recalls each, merges by best score, then walks one hop over the "
+     "provenance edges (`DERIVED_FROM`, `REFERENCED`, `SUPERSEDES`, `CONTRADICTS`, …) of the top five results: "
+     "neighbours come with `score: 0`, `graph_augmented: true`, `edge_type` and `from_kref`. The answer's "
+     "`graph_augmented` says `used`, the `queries` and how many `neighbours`; if the model cannot answer in "
+     "time the original query alone is recalled, with a `note`. Without a model: `{\"used\": false, "
+     f'"note": "unavailable: {NO_MODEL} (…); plain recall was used"}}`.\n'
      "* `kumiho_memory_retrieve` modes: `search` (relevance), `latest` (newest first; also `newest`, "
      "`recent`, `most_recent`) and `first` (the oldest match; also `earliest`, `oldest`, `initial`). When "
      "search finds fewer than `limit`, members of the named `bundle_names` fill up (score 0.5).\n"
@@ -78,7 +83,10 @@ GROUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
      + "; any other lowercase word is stored as given (D7). `revises` (a kref) makes the capture the next "
      "revision of that item, linked `SUPERSEDES` to the previous one, which is marked superseded. An "
      "`event_date` that is not `YYYY`, `YYYY-MM` or `YYYY-MM-DD` is dropped and listed in "
-     f'`dropped_event_dates`. Edge discovery needs a local model: `edge_discovery: "skipped: {NO_MODEL}"`.\n'
+         "`dropped_event_dates`. With `discover_edges` (default true) every stored capture gets edge discovery "
+     "in the background (D12): the answer says `edge_discovery: \"queued\"` with `edge_discovery_job` (its "
+     "progress at `GET /api/jobs/<id>`), `edges_discovered` counts what exists already (usually 0). Without a "
+     f'model: `edge_discovery: "skipped: {NO_MODEL} (…)"`.\n'
      f"* {_REDACTION}"),
     ("Working memory and sessions", ("kumiho_memory_ingest", "kumiho_memory_add_response",
                                      "kumiho_memory_consolidate", "kumiho_memory_store_execution"),
@@ -92,21 +100,44 @@ GROUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
      "* `kumiho_memory_consolidate` stores an agent-written `summary` (text, or an object with `title`, "
      "`summary`, `type`, `classification`, `events`, `knowledge`, `implications`) without any model, writes "
      "the buffer's transcript — credential- and PII-redacted — as the memory's `conversation` artifact, and "
-     "clears the buffer. Without `summary` it would need the local model: until one is configured the call "
-     f"fails with `invalid_argument` (field `summary`, \"{NO_MODEL} …\") and keeps the buffer.\n"
+     "clears the buffer. Without `summary` the local model summarises the session (title, summary, topics, "
+     "facts, decisions, dated events, implications; the stored text appends `Key events`, `Key facts`, "
+     "`Decisions`, `Future relevance`), tags it `summarized` and `published`, links it `REFERENCED` to what "
+     "the session recalled (ingest) or cited (reflect's `source_krefs`) and reports `summarized_by`. The "
+     "model reads no structured PII (emails, phones, … replaced); the transcript artifact is also name-"
+     "redacted (`[person]`, D5) unless `[maintenance] keep_raw_transcripts`. A model failure is a tool error "
+     "with the cause's code (`model_timeout`, `model_output_invalid`, …) and keeps the buffer; a run longer "
+     "than `[inference] tool_wait_seconds` answers `status: \"running\"` with a `job_id` and finishes in the "
+     "background. Sessions idle for `[maintenance] idle_consolidation_minutes` are consolidated in the "
+     f"background. Without a model: `invalid_argument` (field `summary`, \"{NO_MODEL} …\"), buffer kept.\n"
      "* `kumiho_memory_store_execution` records a failure (memory type `error`) when `status` is `failed`, "
      "`error` or `blocked` or `exit_code` is non-zero, else a success (type `action`); stdout and stderr "
      "go to an `execution_log` artifact. Executions never stack.\n"
      "* Secrets are redacted and some texts are never stored, as for "
      "[writing memories](#writing-memories)."),
     ("Model-backed tools", ("kumiho_memory_discover_edges", "kumiho_memory_dream_state"),
-     f"* These need a local model. Until one is configured they answer without changing anything and say "
-     f"so: `kumiho_memory_discover_edges` returns `edges: []` with `skipped: \"{NO_MODEL}: …\"` (an unknown "
-     "`revision_kref` is still an error); `kumiho_memory_dream_state` with `dry_run: true` reports "
-     "`would_assess` (the project's conversation items), without it `success: false` and "
-     f"`skipped: \"{NO_MODEL}: …\"`.\n"
-     "* `dream_state`'s `base_url` is refused (D6: remote model endpoints need the operator's "
-     "`allow_remote_endpoints`)."),
+     "* `kumiho_memory_discover_edges`: the model writes up to `max_queries` short implication queries from "
+     "`summary` (future situations in which the memory would matter); each is recalled within `space_paths` "
+     "(default: the memory's own space), and the best `max_edges` hits with score ≥ `min_score` (other items "
+     "only) get an `edge_type` edge (default `REFERENCED`) whose metadata records `query`, `score` and "
+     "`reason`. Returns `edges: [{source, target, edge_type, query, score}]`.\n"
+     "* `kumiho_memory_dream_state`: the model assesses the project's memories created since the last run "
+     "(a cursor; the first run sees all) in batches of `batch_size`, proposing deprecations, tags, metadata "
+     "and relationship edges. Guardrails: never more than `max_deprecation_ratio` (0.1–0.9) of the memories "
+     "assessed in the run (least relevant first, rounded down); never `published` memories unless "
+     "`allow_published_deprecation`; never memories younger than `[maintenance] dream_state_min_age_days` "
+     "(7); never `official` evidence, `corroborated` only with a stated reason; never a memory another "
+     "proposal links to. The report lists `deprecations_guarded` with the guard that held. A real run writes "
+     "all its changes, a report revision on `_dream_state/dream_state.report` and the cursor in one "
+     "transaction, plus a Markdown report (`report_path`); `dry_run` writes nothing and lists "
+     "`would_deprecate`, `would_tag`, `would_link`. It runs on the background queue (nightly at "
+     "`[maintenance] dream_state_time`); the tool waits `tool_wait_seconds`, then answers with a `job_id`.\n"
+     "* `provider`/`model`/`base_url`/`api_key` pick another model for one Dream State run: a `.gguf` path, "
+     "or an OpenAI-compatible server (`provider: openai` and/or `base_url`) on loopback — beyond loopback "
+     "only with `[inference] allow_remote_endpoints` (D6), else `invalid_argument`. The key is never logged.\n"
+     f"* Without a model they change nothing and say so: discover_edges returns `edges: []` and `skipped: "
+     f"\"{NO_MODEL} (…)\"` (an unknown `revision_kref` is still an error); dream_state with `dry_run` reports "
+     f"`would_assess`, without it `success: false` and `skipped`."),
     ("Graph maintenance", ("kumiho_resolve_kref", "kumiho_get_edges", "kumiho_get_revision_by_tag",
                            "kumiho_deprecate_item"),
      "* krefs: `kref://<project>/<space…>/<item>.<kind>?r=<n>&a=<artifact>`, or the short form without a "
