@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: install install-test models run test test-long lint bench bench-search bench-recall bench-mcp bench-pii bench-llm clean
+.PHONY: install install-test models run test test-long lint bench bench-search bench-recall bench-mcp bench-pii bench-llm bench-llm-quality clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kumiho-ce needs Python 3.11 or newer")'
@@ -99,6 +99,10 @@ bench-pii: install
 # the default chat model: load time, prompt and generation tok/s, peak RSS (JSON)
 bench-llm: install
 	$(BIN)/python benchmarks/llm_bench.py
+
+# MODEL= another GGUF (for example the 1.5B); the report goes to docs/model-quality.md
+bench-llm-quality: install
+	$(BIN)/python benchmarks/llm_quality.py $(if $(MODEL),--model $(MODEL)) --report docs/model-quality$(if $(MODEL),-$(notdir $(basename $(MODEL)))).md
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

