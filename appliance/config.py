@@ -109,6 +109,8 @@ class InferenceSettings(_Section):
     context_tokens: int = Field(4096, ge=256, le=131_072, description="context window (prompt + answer) in tokens")
     threads: int = Field(0, ge=0, le=256, description="generation threads; 0 = every core but one (at least "
                          "one): ggml's threads spin, so a model using every core stalls when other work needs one")
+    batch_threads: int = Field(0, ge=0, le=256, description="threads that read the prompt; 0 = every core "
+                               "(large batches suffer little from the spinning that slows generation)")
     idle_unload_seconds: float = Field(0.0, ge=0, description="unload the model after this long unused "
                                        "(it loads again on the next call); 0 = keep it loaded")
     queue_timeout_seconds: float = Field(30.0, gt=0, le=3600, description="one call runs at a time; how long a "

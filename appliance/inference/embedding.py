@@ -35,6 +35,9 @@ class OnnxEmbedder:
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.log_severity_level = 3
+        # No memory arena: it kept ~130 MB after the first batches (measured: RSS 307 → 178 MB over the
+        # session) for ~1 ms more per query embedding; the appliance's whole RSS budget is 1.2 GB.
+        options.enable_cpu_mem_arena = False
         self._session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
         self._inputs = {i.name for i in self._session.get_inputs()}
         self._tokenizer = Tokenizer.from_file(str(tokenizer_path))

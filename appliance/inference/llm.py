@@ -76,7 +76,7 @@ class _Stopped(Exception):
 
 class LlamaModel:
     def __init__(self, path: Path, *, model_id: str | None = None, sha256: str | None = None,
-                 size: int | None = None, context_tokens: int = 4096, threads: int = 0,
+                 size: int | None = None, context_tokens: int = 4096, threads: int = 0, batch_threads: int = 0,
                  idle_unload_seconds: float = 0.0, queue_timeout: float = 30.0, max_waiting: int = 16,
                  request_timeout: float = 120.0, seed: int = 0,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -86,6 +86,7 @@ class LlamaModel:
         self._params = {"n_ctx": context_tokens, "seed": seed}
         self._seed = seed
         self.threads = threads
+        self.batch_threads = batch_threads
         self.idle_unload_seconds = idle_unload_seconds
         self.queue_timeout = queue_timeout
         self.max_waiting = max_waiting
@@ -182,9 +183,8 @@ class LlamaModel:
                 verified(self.path, self._sha256, self._size)
                 self._verified = True
             started = time.perf_counter()
-            threads = self.threads or default_threads()
-            llm = Llama(model_path=str(self.path), n_threads=threads, n_threads_batch=threads, verbose=False,
-                        **self._params)
+            llm = Llama(model_path=str(self.path), n_threads=self.threads or default_threads(),
+                        n_threads_batch=self.batch_threads or os.cpu_count() or 1, verbose=False, **self._params)
         except KumihoError as exc:
             raise self._load_failed(exc.message) from None
         except (ValueError, RuntimeError, OSError) as exc:
@@ -350,9 +350,11 @@ def _chat_formatter(llm: Any, model_id: str) -> Any:
 
 
 def default_threads() -> int:
-    """Every core but one, at least one. ggml's threads spin at every barrier, so when another process or
-    thread takes a core (the index worker embedding, an agent), a call that uses every core stalls: on 2
-    cores under load, generation fell from ~9 to ~1 token/s with 2 threads, while 1 thread kept 6-13."""
+    """Generation threads: every core but one, at least one. ggml's threads spin at every barrier, so when
+    another process or thread takes a core (the index worker embedding, an agent), a call that uses every
+    core stalls: on 2 cores under load, generation fell from ~9 to ~1 token/s with 2 threads, while 1
+    thread kept 6-13. Reading the prompt (large batches, few barriers) uses every core: a 1,234-token
+    transcript took 29.8 s with 1 thread and 14.5 s with 2 here."""
     return max(1, (os.cpu_count() or 2) - 1)
 
 
@@ -389,7 +391,7 @@ def chat_model_from_settings(settings: Any) -> ChatModel:
             raise ConfigError(f"inference.endpoint_url: {exc.message}") from None
     if importlib.util.find_spec("llama_cpp") is None:  # not imported here: that loads the library
         return NoModel("llama-cpp-python is not installed; run `make install`")
-    options = {"context_tokens": conf.context_tokens, "threads": conf.threads,
+    options = {"context_tokens": conf.context_tokens, "threads": conf.threads, "batch_threads": conf.batch_threads,
                "idle_unload_seconds": conf.idle_unload_seconds, "queue_timeout": conf.queue_timeout_seconds,
                "max_waiting": conf.max_waiting, "request_timeout": conf.request_timeout_seconds}
     if conf.chat_model == "gguf":

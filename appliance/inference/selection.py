@@ -48,4 +48,4 @@ def model_for_call(settings: Settings, default: ChatModel, args: dict[str, Any])
     from appliance.inference.llm import LlamaModel
 
     return LlamaModel(path, model_id=f"gguf:{path.name}", context_tokens=conf.context_tokens, threads=conf.threads,
-                      request_timeout=conf.request_timeout_seconds)
+                      batch_threads=conf.batch_threads, request_timeout=conf.request_timeout_seconds)

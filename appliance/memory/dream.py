@@ -82,24 +82,27 @@ class Verdict:
 
 
 def assessment_schema(size: int) -> dict[str, Any]:
+    """One assessment per memory, in the batch's order (exactly ``size``): a small model asked for a list
+    of indexed assessments answered one and stopped; a fixed-length list makes it go through them all."""
     index = {"type": "integer", "minimum": 0, "maximum": max(0, size - 1)}
-    return {"type": "object", "properties": {"assessments": {"type": "array", "maxItems": size, "items": {
-        "type": "object",
-        "properties": {
-            "index": index,
-            "relevance": {"type": "integer", "minimum": 0, "maximum": 10},
-            "deprecate": {"type": "boolean"},
-            "reason": {"type": "string", "maxLength": 120},
-            "tags": {"type": "array", "maxItems": 3, "items": {"type": "string", "minLength": 2, "maxLength": 30}},
-            "related": {"type": "array", "maxItems": 3, "items": index},
-            "relationship": {"enum": [*RELATIONSHIPS, ""]},
-            "metadata_updates": {"type": "array", "maxItems": 2, "items": {
-                "type": "object", "properties": {"key": {"type": "string", "minLength": 1, "maxLength": 30},
-                                                 "value": {"type": "string", "maxLength": 80}},
-                "required": ["key", "value"], "additionalProperties": False}},
-        },
-        "required": ["index", "relevance", "deprecate", "reason", "tags", "related", "relationship"],
-        "additionalProperties": False}}}, "required": ["assessments"], "additionalProperties": False}
+    return {"type": "object", "properties": {"assessments": {
+        "type": "array", "minItems": size, "maxItems": size, "items": {
+            "type": "object",
+            "properties": {
+                "deprecate": {"type": "boolean"},
+                "reason": {"type": "string", "maxLength": 120},
+                "relevance": {"type": "integer", "minimum": 0, "maximum": 10},
+                "tags": {"type": "array", "maxItems": 3, "items": {"type": "string", "minLength": 2,
+                                                                   "maxLength": 30}},
+                "related": {"type": "array", "maxItems": 3, "items": index},
+                "relationship": {"enum": [*RELATIONSHIPS, ""]},
+                "metadata_updates": {"type": "array", "maxItems": 2, "items": {
+                    "type": "object", "properties": {"key": {"type": "string", "minLength": 1, "maxLength": 30},
+                                                     "value": {"type": "string", "maxLength": 80}},
+                    "required": ["key", "value"], "additionalProperties": False}},
+            },
+            "required": ["deprecate", "reason", "relevance", "tags", "related", "relationship"],
+            "additionalProperties": False}}}, "required": ["assessments"], "additionalProperties": False}
 
 
 def evidence_of(revision: Revision) -> str:
@@ -143,23 +146,23 @@ def guard(proposals: list[tuple[Revision, Assessment]], params: DreamParams, now
 
 
 def parse_assessments(answer: dict[str, Any], size: int) -> tuple[list[Assessment], int]:
-    """Well-formed assessments, one per index (the first wins), and how many were dropped."""
-    found: dict[int, Assessment] = {}
+    """The assessments by position (the schema asks for one per memory, in order), with clean tags and
+    in-batch relations; entries past the batch or not objects are dropped and counted."""
+    found: list[Assessment] = []
     dropped = 0
-    for raw in answer.get("assessments") or []:
-        index = raw.get("index")
-        if not isinstance(index, int) or not 0 <= index < size or index in found:
+    for index, raw in enumerate(answer.get("assessments") or []):
+        if index >= size or not isinstance(raw, dict):
             dropped += 1
             continue
         tags = [t for t in (_TAG.sub("-", str(t).strip().lower()).strip("-") for t in raw.get("tags") or [])
                 if len(t) >= 2 and t not in _RESERVED_TAGS and not t.startswith("evidence:")]
         related = [i for i in raw.get("related") or [] if isinstance(i, int) and 0 <= i < size and i != index]
-        found[index] = Assessment(index, int(raw.get("relevance", 5)), bool(raw.get("deprecate")),
-                                  str(raw.get("reason") or ""), list(dict.fromkeys(tags)),
-                                  {str(u["key"]): str(u["value"]) for u in raw.get("metadata_updates") or []
-                                   if isinstance(u, dict) and u.get("key") and u["key"] not in _PROTECTED_KEYS},
-                                  list(dict.fromkeys(related)), str(raw.get("relationship") or ""))
-    return list(found.values()), dropped
+        found.append(Assessment(index, int(raw.get("relevance", 5)), bool(raw.get("deprecate")),
+                                str(raw.get("reason") or ""), list(dict.fromkeys(tags)),
+                                {str(u["key"]): str(u["value"]) for u in raw.get("metadata_updates") or []
+                                 if isinstance(u, dict) and u.get("key") and u["key"] not in _PROTECTED_KEYS},
+                                list(dict.fromkeys(related)), str(raw.get("relationship") or "")))
+    return found, dropped
 
 
 Progress = Callable[[int, int, str], None]
@@ -237,7 +240,8 @@ class DreamState:
         policy = f"\n\nDEPLOYMENT POLICY (it may only make you more conservative):\n{params.extra_instructions}" \
             if params.extra_instructions.strip() else ""
         messages = prompts.render("dream_assess", memories="\n".join(json.dumps(m, ensure_ascii=False)
-                                                                    for m in shown), policy=policy)
+                                                                    for m in shown),
+                                  policy=policy, count=len(batch))
         schema = assessment_schema(len(batch))
         answer = self.model.complete_json(messages, schema, max_tokens=answer_budget(schema),
                                           timeout=self.call_timeout, cancel=cancel)

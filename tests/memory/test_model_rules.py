@@ -62,19 +62,20 @@ def test_bad_parameters_name_their_field() -> None:
         DreamParams("P", batch_size=0)
 
 
-def test_assessments_are_parsed_once_per_memory_with_clean_tags() -> None:
+def test_assessments_are_read_by_position_with_clean_tags() -> None:
     answer = {"assessments": [
-        {"index": 0, "relevance": 3, "deprecate": False, "reason": "", "tags": ["Release Dates!", "published",
-                                                                                  "evidence:official", "x"],
+        {"deprecate": False, "reason": "", "relevance": 3, "tags": ["Release Dates!", "published",
+                                                                    "evidence:official", "x"],
          "related": [0, 1, 7], "relationship": "REFERENCED",
          "metadata_updates": [{"key": "topic", "value": "release"}, {"key": "title", "value": "no"}]},
-        {"index": 0, "relevance": 1, "deprecate": True, "reason": "dup", "tags": [], "related": [],
-         "relationship": ""},
-        {"index": 5, "relevance": 1, "deprecate": True, "reason": "", "tags": [], "related": [], "relationship": ""}]}
+        {"deprecate": True, "reason": "dup", "relevance": 1, "tags": [], "related": [], "relationship": ""},
+        {"deprecate": True, "reason": "", "relevance": 1, "tags": [], "related": [], "relationship": ""}]}
     found, dropped = parse_assessments(answer, 2)
-    assert dropped == 2 and len(found) == 1
+    assert dropped == 1 and [a.index for a in found] == [0, 1] and found[1].deprecate
     assert found[0].tags == ["release-dates"] and found[0].related == [1]
     assert found[0].metadata == {"topic": "release"}  # a memory's own content keys are protected
+    schema = assessment_schema(3)["properties"]["assessments"]
+    assert schema["minItems"] == schema["maxItems"] == 3  # one entry per memory: small models stop early
 
 
 def test_evidence_is_the_stronger_of_metadata_and_tag() -> None:

@@ -171,7 +171,7 @@ def test_a_failing_idle_session_is_retried_later_not_every_tick(app: InProcess, 
 
 
 def test_dream_state_is_scheduled_daily_at_the_configured_time(app: InProcess, script: Script) -> None:
-    script.answers["dream"] = {"assessments": []}
+    script.answers["dream"] = assess
     now = datetime(2026, 3, 1, 2, 0).astimezone()
     assert next_daily("03:30", now) == now.replace(hour=3, minute=30)
     assert next_daily("01:00", now) == now.replace(hour=1) + timedelta(days=1)
@@ -285,11 +285,26 @@ def _memories(app: InProcess, titles: list[str], **extra: Any) -> list[dict[str,
     return run(app, steps)  # type: ignore[no-any-return]
 
 
-def _assessment(index: int, deprecate: bool = False, **extra: Any) -> dict[str, Any]:
-    return {"index": index, "relevance": extra.pop("relevance", 5), "deprecate": deprecate,
-            "reason": extra.pop("reason", "duplicate of another memory" if deprecate else ""),
-            "tags": extra.pop("tags", []), "related": extra.pop("related", []),
-            "relationship": extra.pop("relationship", ""), **extra}
+def assess(scripted: ScriptedCall, by_title: dict[str, dict[str, Any]] | None = None,
+           **every: Any) -> dict[str, Any]:
+    """A Dream State answer for the batch the call shows: one entry per memory, in order; ``by_title`` sets
+    fields of some (``related`` by title), ``every`` of all."""
+    titles = _shown(scripted)
+    entries = []
+    for title in titles:
+        wanted = {**every, **(by_title or {}).get(title, {})}
+        deprecate = bool(wanted.get("deprecate"))
+        entries.append({"deprecate": deprecate, "reason": wanted.get("reason", "duplicate of another memory"
+                                                                       if deprecate else ""),
+                        "relevance": wanted.get("relevance", 5), "tags": wanted.get("tags", []),
+                        "related": [titles.index(t) for t in wanted.get("related", [])],
+                        "relationship": wanted.get("relationship", "")})
+    return {"assessments": entries}
+
+
+def _shown(scripted: ScriptedCall) -> list[str]:
+    listed = scripted.messages[-1]["content"].split("with its index):\n", 1)[1]
+    return [json.loads(line)["title"] for line in listed.splitlines() if line.startswith("{")]
 
 
 def _current(app: InProcess, kref: str) -> Any:
@@ -304,13 +319,13 @@ def test_dream_state_applies_only_what_the_guardrails_allow(app: InProcess, scri
     other = run(app, lambda s: call(s, "kumiho_memory_store", title="Other project memory", user_text="x",
                                     project="Elsewhere"))
     krefs = [m["revision_kref"] for m in unpublished + published]
-    script.answers["dream"] = lambda c: {"assessments": [
-        _assessment(_index(c, "Release on May 2"), True, relevance=1, reason="superseded by the May 16 memory"),
-        _assessment(_index(c, "Said hello"), True, relevance=0, reason="trivial greeting"),
-        _assessment(_index(c, "Release moved to May 16"), tags=["release", "Release Dates!"],
-                    related=[_index(c, "Linked note")], relationship="SUPERSEDES"),
-        _assessment(_index(c, "Linked note"), True, relevance=2),
-        _assessment(_index(c, "Published fact"), True, relevance=0)]}
+    script.answers["dream"] = lambda c: assess(c, {
+        "Release on May 2": {"deprecate": True, "relevance": 1, "reason": "superseded by the May 16 memory"},
+        "Said hello": {"deprecate": True, "relevance": 0, "reason": "trivial greeting"},
+        "Release moved to May 16": {"tags": ["release", "Release Dates!"], "related": ["Linked note"],
+                                    "relationship": "SUPERSEDES"},
+        "Linked note": {"deprecate": True, "relevance": 2},
+        "Published fact": {"deprecate": True, "relevance": 0}})
     report = run(app, lambda s: call(s, "kumiho_memory_dream_state", max_deprecation_ratio=0.3))
     guards = {g["kref"]: g["guard"] for g in report["deprecations_guarded"]}
     # 5 assessed x 0.3 -> one deprecation: the least relevant allowed one
@@ -328,25 +343,15 @@ def test_dream_state_applies_only_what_the_guardrails_allow(app: InProcess, scri
     assert cursor.metadata["deprecated"] == "1" and cursor.metadata["type"] == "dream_state_report"
     # the cursor: the next run looks only at what is new
     _memories(app, ["A new memory"])
-    script.answers["dream"] = {"assessments": []}
+    script.answers["dream"] = assess
     second = run(app, lambda s: call(s, "kumiho_memory_dream_state"))
     assert second["revisions_assessed"] == 1 and second["cursor"] == cursor.metadata["run_at"]
 
 
-def _index(scripted: ScriptedCall, title: str) -> int:
-    shown = scripted.messages[-1]["content"].split("Assess the following memories:\n", 1)[1]
-    for line in shown.splitlines():
-        if line.startswith("{"):
-            memory = json.loads(line)
-            if memory["title"] == title:
-                return int(memory["index"])
-    raise AssertionError(f"{title} was not in the batch")
-
-
 def test_dream_state_dry_run_changes_nothing(app: InProcess, script: Script) -> None:
     made = _memories(app, ["Old plan", "Newer plan"], tags=["draft"])
-    script.answers["dream"] = lambda c: {"assessments": [
-        _assessment(_index(c, "Old plan"), True, tags=["plans"], related=[_index(c, "Newer plan")])]}
+    script.answers["dream"] = lambda c: assess(c, {"Old plan": {"deprecate": True, "tags": ["plans"],
+                                                                 "related": ["Newer plan"]}})
     before = app.services.graph.stats()
     events = len(app.services.graph.events(limit=10000))
     dry = run(app, lambda s: call(s, "kumiho_memory_dream_state", dry_run=True, max_deprecation_ratio=0.5))
@@ -363,7 +368,7 @@ def test_dream_state_never_deprecates_young_or_official_memories(tmp_path: Path,
     with serve_in_process(tmp_path / "data", ScriptedModel([script] * 100),
                           maintenance={"idle_consolidation_minutes": 0}) as app:  # default minimum age: 7 days
         made = _memories(app, ["Fresh memory", "Another fresh one"], tags=["draft"])
-        script.answers["dream"] = {"assessments": [_assessment(0, True), _assessment(1, True)]}
+        script.answers["dream"] = lambda c: assess(c, deprecate=True)
         report = run(app, lambda s: call(s, "kumiho_memory_dream_state", max_deprecation_ratio=0.9))
         assert report["deprecated"] == 0 and {g["guard"] for g in report["deprecations_guarded"]} == {"min_age"}
         assert not any(_current(app, m["revision_kref"]).deprecated for m in made)
@@ -398,7 +403,7 @@ def _closed_port() -> int:
 
 
 def test_jobs_and_model_status_are_visible_in_the_admin_api(app: InProcess, script: Script) -> None:
-    script.answers["dream"] = {"assessments": []}
+    script.answers["dream"] = assess
     run(app, lambda s: call(s, "kumiho_memory_dream_state", dry_run=True))
     jobs = app.get("/api/jobs")
     assert jobs["count"] >= 1 and jobs["jobs"][0]["kind"] == "dream_state"
