@@ -56,6 +56,16 @@ def _check_chat_model(settings: Settings) -> Check:
     if conf.chat_model == "none":
         return Check("chat_model", "warn", "no chat model (inference.chat_model = \"none\"): consolidate, "
                      "discover_edges, graph-augmented recall and dream_state say they are unavailable")
+    if conf.chat_model == "endpoint":  # checked by its URL only: doctor opens no connection
+        from appliance.inference.remote import is_loopback_url
+
+        if not conf.endpoint_url:
+            return Check("chat_model", "fail", "inference.chat_model = \"endpoint\" needs inference.endpoint_url")
+        if not is_loopback_url(conf.endpoint_url) and not conf.allow_remote_endpoints:
+            return Check("chat_model", "fail", f"inference.endpoint_url {conf.endpoint_url} is beyond loopback: set "
+                         "inference.allow_remote_endpoints = true to allow it (D6)")
+        return Check("chat_model", "ok", f"OpenAI-compatible endpoint {conf.endpoint_url}, model "
+                     f"{conf.endpoint_model} (not contacted by doctor)")
     if importlib.util.find_spec("llama_cpp") is None:
         return Check("chat_model", "warn", "llama-cpp-python is not installed, so no chat model can load: run "
                      "`make install`")

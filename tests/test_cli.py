@@ -88,6 +88,19 @@ def test_doctor_on_a_healthy_stopped_appliance(tmp_path: Path) -> None:
         in real.stdout
 
 
+def test_doctor_checks_an_endpoint_model_by_its_url_alone(tmp_path: Path) -> None:
+    def chat_check(**env: str) -> dict[str, str]:
+        env = {"KUMIHO_CE_INFERENCE__CHAT_MODEL": "endpoint", **env}
+        result = kumiho_ce("doctor", "--json", env=cli_env(tmp_path / "data", **env))
+        return next(c for c in json.loads(result.stdout) if c["name"] == "chat_model")
+
+    assert chat_check()["status"] == "fail"  # no endpoint_url
+    local = chat_check(KUMIHO_CE_INFERENCE__ENDPOINT_URL="http://127.0.0.1:8080/v1")
+    assert local["status"] == "ok" and "not contacted" in local["detail"]
+    remote = chat_check(KUMIHO_CE_INFERENCE__ENDPOINT_URL="https://api.example.com/v1")
+    assert remote["status"] == "fail" and "allow_remote_endpoints" in remote["detail"]
+
+
 def test_doctor_while_the_appliance_runs(tmp_path: Path) -> None:
     with serve(tmp_path / "data") as app:
         result = kumiho_ce("doctor", "--json", env=cli_env(app.data_dir))

@@ -318,16 +318,19 @@ def test_ingest_add_response_and_consolidate_with_an_agent_summary(app: Running)
 
 
 def test_model_backed_tools_say_plainly_what_they_skipped(app: Running) -> None:
-    async def steps(session: Any) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], Any]:
+    async def steps(session: Any) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], Any, dict[str, Any]]:
         stored = await call(session, "kumiho_memory_store", title="Edge seed", user_text="A memory to link.")
         edges = await call(session, "kumiho_memory_discover_edges", revision_kref=stored["revision_kref"],
                            summary="A memory to link.")
         dry = await call(session, "kumiho_memory_dream_state", dry_run=True)
         wet = await call(session, "kumiho_memory_dream_state")
         remote = await session.call_tool("kumiho_memory_dream_state", {"base_url": "https://api.example.com/v1"})
-        return edges, dry, wet, remote
+        recalled = await call(session, "kumiho_memory_recall", query="memory to link", graph_augmented=True)
+        return edges, dry, wet, remote, recalled
 
-    edges, dry, wet, remote = run(app, steps)
+    edges, dry, wet, remote, recalled = run(app, steps)
+    assert recalled["count"] >= 1 and recalled["graph_augmented"]["used"] is False
+    assert recalled["graph_augmented"]["note"].startswith("unavailable: no local model")
     assert edges["count"] == 0 and edges["skipped"].startswith("no local model")
     assert dry["success"] is True and dry["would_assess"] >= 1 and dry["deprecated"] == 0
     assert wet["success"] is False and "no local model" in wet["skipped"]
