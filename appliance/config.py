@@ -103,6 +103,9 @@ class InferenceSettings(_Section):
         "in models/ under the data directory (`make install` runs it); gguf = your own file (model_path); "
         "endpoint = an OpenAI-compatible server (endpoint_url: llama-server, Ollama, vLLM); none = no model: the "
         "model-backed tools say so and everything else works")
+    model_name: str | None = Field(None, description="chat_model = default: which manifest model (`kumiho-ce "
+                                   "models list`; e.g. qwen2.5-coder-1.5b-instruct-q4_k_m on a bigger machine); "
+                                   "unset = the default one")
     model_path: Path | None = Field(None, description="chat_model = gguf: the .gguf file (any chat model "
                                     "llama.cpp loads; a bigger one on a bigger machine)")
     model_sha256: str | None = Field(None, description="chat_model = gguf: refuse the file unless it has this sha256")

@@ -402,9 +402,14 @@ def chat_model_from_settings(settings: Any) -> ChatModel:
         pinned = f"@{conf.model_sha256[:12]}" if conf.model_sha256 else ""
         return LlamaModel(conf.model_path, model_id=f"gguf:{conf.model_path.name}{pinned}",
                           sha256=conf.model_sha256, **options)
-    name, entry = next(iter(chat_models().items()))
+    models = chat_models()
+    name = conf.model_name or next(iter(models))
+    if name not in models:
+        raise ConfigError(f"inference.model_name: {name!r} is not in the manifest; choose one of "
+                          f"{', '.join(models)} (`kumiho-ce models list`)")
+    entry = models[name]
     path = installed_path(settings, name)
     if path is None:
-        return NoModel(f"the default model {name} is not installed: run `kumiho-ce models install` "
-                       "(`make install` does), or set inference.chat_model = \"gguf\" and model_path")
+        return NoModel(f"the model {name} is not installed: run `kumiho-ce models install {name}` (`make install` "
+                       "installs the default one), or set inference.chat_model = \"gguf\" and model_path")
     return LlamaModel(path, model_id=name, sha256=entry["sha256"], size=entry["size"], **options)

@@ -101,12 +101,23 @@ def test_the_configuration_picks_the_model_or_says_why_there_is_none(tmp_path: P
     assert isinstance(missing, NoModel) and "does not exist" in (missing.status().reason or "")
 
 
-def test_the_real_manifest_pins_every_part_of_the_default_model() -> None:
-    _, entry = next(iter(install.chat_models().items()))
-    assert entry.get("default") and entry["role"] == "chat" and entry["licence"].startswith("Apache-2.0")
-    assert sum(p["size"] for p in entry["parts"]) == entry["size"]
-    assert all(len(p["sha256"]) == 64 for p in entry["parts"]) and len(entry["sha256"]) == 64
-    assert entry["provenance"] and entry["origin"]
+def test_the_real_manifest_pins_every_part_of_every_chat_model() -> None:
+    models = install.chat_models()
+    assert next(iter(models.values())).get("default") and sum(bool(e.get("default")) for e in models.values()) == 1
+    assert "qwen2.5-coder-1.5b-instruct-q4_k_m" in models  # the opt-in for bigger machines
+    for entry in models.values():
+        assert entry["role"] == "chat" and entry["licence"].startswith("Apache-2.0")
+        assert sum(p["size"] for p in entry["parts"]) == entry["size"]
+        assert all(len(p["sha256"]) == 64 for p in entry["parts"]) and len(entry["sha256"]) == 64
+        assert entry["provenance"] and entry["origin"]
+
+
+def test_the_configuration_names_a_manifest_model(tmp_path: Path) -> None:
+    absent = chat_model_from_settings(load_settings(data_dir=tmp_path, inference={
+        "model_name": "qwen2.5-coder-1.5b-instruct-q4_k_m"}))
+    assert isinstance(absent, NoModel) and "models install qwen2.5-coder-1.5b" in (absent.status().reason or "")
+    with pytest.raises(ConfigError, match=r"inference\.model_name"):
+        chat_model_from_settings(load_settings(data_dir=tmp_path, inference={"model_name": "gpt-5"}))
 
 
 def test_doctor_checks_the_configured_chat_model(tmp_path: Path, toy: dict[str, Any]) -> None:
