@@ -29,6 +29,7 @@ SUMMARY_SCHEMA: dict[str, Any] = {
         "title": {"type": "string", "minLength": 1, "maxLength": 80},
         "summary": {"type": "string", "minLength": 1, "maxLength": 600},
         "topics": _strings(3, 30),
+        "entities": _strings(4, 40),
         "facts": _strings(3, 160),
         "decisions": _strings(2, 160),
         "events": {"type": "array", "maxItems": 2, "items": {
@@ -37,7 +38,8 @@ SUMMARY_SCHEMA: dict[str, Any] = {
             "required": ["when", "event"], "additionalProperties": False}},
         "implications": _strings(2, 160),
     },
-    "required": ["type", "title", "summary", "topics", "facts", "decisions", "events", "implications"],
+    "required": ["type", "title", "summary", "topics", "entities", "facts", "decisions", "events",
+                 "implications"],
     "additionalProperties": False,
 }
 
@@ -72,7 +74,7 @@ def summarize(model: ChatModel, messages: Sequence[tuple[str, str]], *, timeout:
     return {
         "type": answer["type"], "title": answer["title"].strip() or "Conversation",
         "summary": answer["summary"].strip(),
-        "classification": {"topics": _clean(answer["topics"])},
+        "classification": {"topics": _clean(answer["topics"]), "entities": _clean(answer["entities"])},
         "knowledge": {"facts": _clean(answer["facts"]), "decisions": _clean(answer["decisions"])},
         "events": [{"when": e["when"].strip(), "event": e["event"].strip()} for e in answer["events"]
                    if e["event"].strip()],

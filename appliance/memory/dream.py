@@ -38,6 +38,9 @@ CURSOR_SPACE = "_dream_state"
 CURSOR_ITEM = "dream_state"
 CURSOR_KIND = "report"  # not `conversation`: recall never shows the reports
 RELATIONSHIPS = ("DERIVED_FROM", "REFERENCED", "DEPENDS_ON", "SUPERSEDES")
+# "keep", or why a memory should go: a named reason instead of a bare boolean, which a small model set to
+# true for every memory after the first.
+VERDICTS = ("keep", "duplicate", "superseded", "trivial")
 _RESERVED_TAGS = {"latest", "published"}
 _PROTECTED_KEYS = {"schema", "type", "memory_type", "title", "summary", "content", "space", "evidence_level"}
 _TAG = re.compile(r"[^a-z0-9_:-]+")
@@ -89,7 +92,8 @@ def assessment_schema(size: int) -> dict[str, Any]:
         "type": "array", "minItems": size, "maxItems": size, "items": {
             "type": "object",
             "properties": {
-                "deprecate": {"type": "boolean"},
+                "title": {"type": "string", "maxLength": 60},  # echoed: keeps a small model on this memory
+                "verdict": {"enum": list(VERDICTS)},
                 "reason": {"type": "string", "maxLength": 120},
                 "relevance": {"type": "integer", "minimum": 0, "maximum": 10},
                 "tags": {"type": "array", "maxItems": 3, "items": {"type": "string", "minLength": 2,
@@ -101,7 +105,7 @@ def assessment_schema(size: int) -> dict[str, Any]:
                                                      "value": {"type": "string", "maxLength": 80}},
                     "required": ["key", "value"], "additionalProperties": False}},
             },
-            "required": ["deprecate", "reason", "relevance", "tags", "related", "relationship"],
+            "required": ["title", "verdict", "reason", "relevance", "tags", "related", "relationship"],
             "additionalProperties": False}}}, "required": ["assessments"], "additionalProperties": False}
 
 
@@ -157,7 +161,7 @@ def parse_assessments(answer: dict[str, Any], size: int) -> tuple[list[Assessmen
         tags = [t for t in (_TAG.sub("-", str(t).strip().lower()).strip("-") for t in raw.get("tags") or [])
                 if len(t) >= 2 and t not in _RESERVED_TAGS and not t.startswith("evidence:")]
         related = [i for i in raw.get("related") or [] if isinstance(i, int) and 0 <= i < size and i != index]
-        found.append(Assessment(index, int(raw.get("relevance", 5)), bool(raw.get("deprecate")),
+        found.append(Assessment(index, int(raw.get("relevance", 5)), raw.get("verdict", "keep") != "keep",
                                 str(raw.get("reason") or ""), list(dict.fromkeys(tags)),
                                 {str(u["key"]): str(u["value"]) for u in raw.get("metadata_updates") or []
                                  if isinstance(u, dict) and u.get("key") and u["key"] not in _PROTECTED_KEYS},

@@ -64,12 +64,14 @@ def test_bad_parameters_name_their_field() -> None:
 
 def test_assessments_are_read_by_position_with_clean_tags() -> None:
     answer = {"assessments": [
-        {"deprecate": False, "reason": "", "relevance": 3, "tags": ["Release Dates!", "published",
+        {"title": "a", "verdict": "keep", "reason": "", "relevance": 3, "tags": ["Release Dates!", "published",
                                                                     "evidence:official", "x"],
          "related": [0, 1, 7], "relationship": "REFERENCED",
          "metadata_updates": [{"key": "topic", "value": "release"}, {"key": "title", "value": "no"}]},
-        {"deprecate": True, "reason": "dup", "relevance": 1, "tags": [], "related": [], "relationship": ""},
-        {"deprecate": True, "reason": "", "relevance": 1, "tags": [], "related": [], "relationship": ""}]}
+        {"title": "b", "verdict": "superseded", "reason": "dup", "relevance": 1, "tags": [], "related": [],
+         "relationship": ""},
+        {"title": "c", "verdict": "trivial", "reason": "", "relevance": 1, "tags": [], "related": [],
+         "relationship": ""}]}
     found, dropped = parse_assessments(answer, 2)
     assert dropped == 1 and [a.index for a in found] == [0, 1] and found[1].deprecate
     assert found[0].tags == ["release-dates"] and found[0].related == [1]
@@ -104,4 +106,4 @@ def test_token_budgets_cover_the_longest_answer_a_schema_allows() -> None:
     assert answer_budget({"type": "object", "properties": {"a": {"type": "string", "maxLength": 100}}}) >= 107
     small, large = answer_budget(assessment_schema(2)), answer_budget(assessment_schema(20))
     assert large > 9 * small > 0
-    assert answer_budget(consolidation.SUMMARY_SCHEMA) >= 80 + 600 + 3 * 30 + 3 * 160 + 2 * 160 + 2 * 160
+    assert answer_budget(consolidation.SUMMARY_SCHEMA) >= 80 + 600 + 3 * 30 + 4 * 40 + 3 * 160 + 2 * 160 + 2 * 160

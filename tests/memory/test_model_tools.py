@@ -73,7 +73,8 @@ def wait_job(app: InProcess, job_id: str, timeout: float = 60) -> dict[str, Any]
 
 SUMMARY = {"type": "decision", "title": "Home server migration plan",
            "summary": "Moving the home server to Debian 12 on 14 March; Postgres stays on port 5432.",
-           "topics": ["homelab", "migration"], "facts": ["Postgres listens on 5432"],
+           "topics": ["homelab", "migration"], "entities": ["Debian", "Postgres"],
+           "facts": ["Postgres listens on 5432"],
            "decisions": ["Use Debian 12"], "events": [{"when": "2026-03-14", "event": "migration day"}],
            "implications": ["Upgrading the database later"]}
 
@@ -111,6 +112,7 @@ def test_consolidate_summarises_with_the_model_links_what_was_recalled_and_clear
     assert out["again"].is_error and "No messages to consolidate" in out["again"].content[0].text
     assert {"summarized", "published"} <= set(out["tagged"]["tags"])
     assert out["tagged"]["metadata"]["session_id"] == out["first"]["session_id"]
+    assert json.loads(out["tagged"]["metadata"]["entities"]) == ["Debian", "Postgres"]
     # the summary links to what the session recalled
     recalled = {r["kref"] for r in out["first"]["long_term_memory"]}
     assert out["known"]["revision_kref"] in recalled
@@ -294,8 +296,8 @@ def assess(scripted: ScriptedCall, by_title: dict[str, dict[str, Any]] | None = 
     for title in titles:
         wanted = {**every, **(by_title or {}).get(title, {})}
         deprecate = bool(wanted.get("deprecate"))
-        entries.append({"deprecate": deprecate, "reason": wanted.get("reason", "duplicate of another memory"
-                                                                       if deprecate else ""),
+        entries.append({"title": title[:60], "verdict": "duplicate" if deprecate else "keep",
+                        "reason": wanted.get("reason", "duplicate of another memory" if deprecate else ""),
                         "relevance": wanted.get("relevance", 5), "tags": wanted.get("tags", []),
                         "related": [titles.index(t) for t in wanted.get("related", [])],
                         "relationship": wanted.get("relationship", "")})
