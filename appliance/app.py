@@ -39,9 +39,10 @@ from appliance.jobs import JobQueue
 from appliance.maintenance import Maintenance
 from appliance.mcp_api.server import build_server, handlers, session_manager
 from appliance.memory.cache import RecallCache
+from appliance.memory.model_tools import ModelOptions, Redact, patterns_only
 from appliance.memory.operator import OperatorTools
 from appliance.memory.recall import Recaller
-from appliance.memory.service import MemoryService, ModelOptions, Redact, patterns_only
+from appliance.memory.service import MemoryService
 from appliance.memory.working import WorkingMemory
 from appliance.memory.writer import MemoryWriter
 from appliance.search.index import SearchIndex

@@ -39,9 +39,10 @@ from appliance.core.model import Revision
 from appliance.inference.llm import LlamaModel
 from appliance.memory import consolidation
 from appliance.memory.augmented import angles
+from appliance.memory.client import Client
 from appliance.memory.dream import DreamParams, DreamState
 from appliance.memory.edges import queries_schema
-from appliance.memory.service import Client, patterns_only
+from appliance.memory.model_tools import patterns_only
 from benchmarks.llm_bench import open_model
 
 SAMPLES = Path(__file__).with_name("data") / "llm_samples.json"

@@ -12,8 +12,9 @@ from appliance.errors import AmbiguousKref, InvalidArgument, InvalidKref, Kumiho
 from appliance.mcp_api.catalogue import ToolSpec, tools
 from appliance.mcp_api.server import LIMIT_HEADER, PROJECT_HEADER, SESSION_HEADER
 from appliance.memory.cache import WINDOW_SECONDS
+from appliance.memory.model_tools import NO_MODEL
 from appliance.memory.operator import GRAPH_MAX
-from appliance.memory.service import CAPTURE_TYPES, CONSOLIDATE_AFTER, NO_MODEL
+from appliance.memory.service import CAPTURE_TYPES, CONSOLIDATE_AFTER
 from appliance.memory.writer import STACK_MIDDLE, STACK_MIN_OVERLAP, STACK_MIN_TOKENS, STACK_STRONG, SUMMARY_LIMIT
 
 COMMAND = "python -m appliance.mcp_api.docs > docs/mcp-tools.md"

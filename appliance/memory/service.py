@@ -17,18 +17,24 @@ from typing import Any
 from appliance.core import kref as krefs
 from appliance.core import redaction
 from appliance.core.search import SearchFilter, SearchRequest
-from appliance.errors import Conflict, InvalidArgument, KumihoError, NotFound
+from appliance.errors import Conflict, InvalidArgument, NotFound
 from appliance.graph import GraphStore
-from appliance.inference.chat import ChatModel, ModelError, NoModel, model_status
+from appliance.inference.chat import ChatModel, NoModel
 from appliance.jobs import Job, JobQueue
 from appliance.memory import consolidation, records, views
 from appliance.memory.augmented import augmented_recall
 from appliance.memory.cache import RecallCache
-from appliance.memory.dream import DreamParams, DreamState
-from appliance.memory.edges import EdgeDiscovery, EdgeRequest
+from appliance.memory.client import Client
+from appliance.memory.model_tools import (
+    ModelBackedTools,
+    ModelOptions,
+    Redact,
+    _configured_model_only,
+    patterns_only,
+)
 from appliance.memory.recall import Recaller, RecallQuery
 from appliance.memory.sessions import after_consolidation, resolve_session
-from appliance.memory.spaces import check_project, scope, storage_space
+from appliance.memory.spaces import check_project, scopes, storage_space
 from appliance.memory.working import WorkingMemory
 from appliance.memory.writer import Draft, MemoryWriter, clip_summary
 
@@ -38,33 +44,7 @@ _CAPTURE_TYPE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 _EVENT_DATE = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
 EVIDENCE_LEVELS = ("official", "corroborated", "single_source", "unverified")
 CONSOLIDATE_AFTER = 50  # buffered messages before ingest says should_consolidate
-NO_MODEL = "no local model"
 RECALLED_KEPT = 20  # krefs a session remembers having recalled (its summary links to them)
-Redact = Callable[[list[str]], list[str]]  # PII redaction of many texts at once (spaCy + patterns)
-
-
-def patterns_only(texts: list[str]) -> list[str]:
-    return [redaction.redact_pii(t)[0] for t in texts]
-
-
-@dataclass(frozen=True)
-class ModelOptions:
-    """How the model-backed tools use the model (``[inference]`` and ``[maintenance]``)."""
-
-    tool_wait_seconds: float = 120.0  # consolidate / discover_edges / dream_state wait this long, then go on
-    reformulate_seconds: float = 20.0  # graph-augmented recall's query rewriting
-    call_timeout: float = 300.0  # one summarisation or assessment call
-    keep_raw_transcripts: bool = False  # D5: consolidation transcripts are PII-redacted unless this
-    dream_min_age_days: float = 7.0
-
-
-@dataclass(frozen=True)
-class Client:
-    """Per-client defaults (D10): a stdio shim's environment travels with its requests."""
-
-    project: str = "CognitiveMemory"
-    retrieval_limit: int | None = None  # operator tools' limit cap; None = the configured one
-    host_session_id: str | None = None
 
 
 @dataclass
@@ -84,11 +64,11 @@ class Redactions:
         return result
 
 
-class MemoryService:
+class MemoryService(ModelBackedTools):
     def __init__(self, graph: GraphStore, recaller: Recaller, writer: MemoryWriter, working: WorkingMemory, *,
                  cache: RecallCache, half_lives: dict[str, float] | None = None, model: ChatModel | None = None,
                  jobs: JobQueue | None = None, redact_pii: Redact = patterns_only,
-                 artifact_root: Path | None = None, options: ModelOptions = ModelOptions(),
+                 artifact_root: Path | None = None, options: ModelOptions | None = None,
                  model_for: Callable[[dict[str, Any]], ChatModel] | None = None,
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self.graph, self.recaller, self.writer, self.working = graph, recaller, writer, working
@@ -98,16 +78,9 @@ class MemoryService:
         self.jobs = jobs
         self.redact_pii = redact_pii
         self.artifact_root = artifact_root or writer.artifact_root
-        self.options = options
+        self.options = options or ModelOptions()
         self.model_for = model_for or _configured_model_only
         self._clock = clock
-
-    def model_ready(self) -> str | None:
-        """None when model-backed work can run; otherwise why not (for ``skipped:`` answers)."""
-        status = model_status(self.model)
-        if not status.available or self.jobs is None:
-            return f"{NO_MODEL} ({status.reason or 'no job queue'})"
-        return None
 
     # -- recall ----------------------------------------------------------------------------------------
     def recall(self, args: dict[str, Any], client: Client) -> dict[str, Any]:
@@ -133,7 +106,7 @@ class MemoryService:
         project = check_project(args.get("project") or client.project)
         mode = args.get("recall_mode", "summarized")
         query = _query_text(args)
-        spaces = _scopes(project, args.get("space_paths"))
+        spaces = scopes(project, args.get("space_paths"))
         self._check_spaces(spaces)
         recall = RecallQuery(
             query=query, project=project, spaces=spaces,
@@ -199,10 +172,10 @@ class MemoryService:
     def _bundle_fallback(self, project: str, args: dict[str, Any], kind: str, room: int,
                          seen: set[str]) -> list[dict[str, Any]]:
         """Members of the named bundles (score 0.5), within the requested spaces (reference §4.6)."""
-        scopes = _scopes(project, args.get("space_paths")) or ("/" + project,)
+        wanted_spaces = scopes(project, args.get("space_paths")) or ("/" + project,)
         wanted = {s for name in args["bundle_names"] for s in (name, name.casefold())}
         added: list[dict[str, Any]] = []
-        for space in scopes:
+        for space in wanted_spaces:
             page = self.graph.search_items(context_filter=space.strip("/"), kind_filter="bundle")
             for bundle in page.items:
                 if bundle.item_name not in wanted:
@@ -473,108 +446,6 @@ class MemoryService:
         stored = self.writer.write([self.writer.plan(draft)])[0]
         return red.report({"success": True, "memory_type": memory_type, "store_result": stored})
 
-    # -- model-backed tools ------------------------------------------------------------------------------
-    def discover_edges(self, args: dict[str, Any], client: Client) -> dict[str, Any]:
-        source = self.graph.get_revision(args["revision_kref"])  # a bad kref is an error even without a model
-        unready = self.model_ready()
-        if unready:
-            return {"edges": [], "count": 0, "skipped": f"{unready}: implication queries need the local model"}
-        project = krefs.parse(source.kref).project
-        request = EdgeRequest(
-            source.kref, spaces=_scopes(project, args.get("space_paths")),
-            max_queries=_bounded(args.get("max_queries", 5), "max_queries", 1, 10),
-            max_edges=_bounded(args.get("max_edges", 3), "max_edges", 1, 20),
-            min_score=float(args.get("min_score", 0.3)), edge_type=str(args.get("edge_type") or "REFERENCED"),
-            summary=str(args.get("summary") or ""))
-        self._check_spaces(request.spaces)
-        job = self._jobs().submit("discover_edges", lambda job: self._discover([request], job), lane="interactive",
-                                  description=f"discover edges of {source.kref}")
-        result = self._wait_for(job)
-        if "edges" not in result:
-            return {"edges": [], "count": 0, **result}
-        return {"edges": result["edges"], "count": len(result["edges"]), "job_id": job.id}
-
-    def _queue_edge_discovery(self, revision_krefs: list[str]) -> dict[str, Any]:
-        """D12: reflect's captures get edge discovery in the background; reflect does not wait."""
-        unready = self.model_ready()
-        if unready:
-            return {"edge_discovery": f"skipped: {unready}"}
-        requests = [EdgeRequest(kref) for kref in revision_krefs]
-        job = self._jobs().submit("discover_edges", lambda job: self._discover(requests, job),
-                                  description=f"edge discovery after reflect ({len(requests)} memories)")
-        return {"edge_discovery": "queued", "edge_discovery_job": job.id}
-
-    def _discover(self, requests: list[EdgeRequest], job: Job) -> dict[str, Any]:
-        finder = EdgeDiscovery(self.graph, self.recaller, self.model)
-        edges: list[dict[str, Any]] = []
-        errors = []
-        for done, request in enumerate(requests):
-            job.progress(done, len(requests), request.revision_kref)
-            try:
-                edges += finder.discover(request, cancel=job.cancel)
-            except KumihoError as exc:  # one memory's failure does not stop the others
-                if len(requests) == 1:
-                    raise
-                errors.append({"revision_kref": request.revision_kref, "code": exc.code, "message": exc.message})
-        job.progress(len(requests), len(requests))
-        return {"edges": edges, **({"errors": errors} if errors else {})}
-
-    def dream_state(self, args: dict[str, Any], client: Client) -> dict[str, Any]:
-        project = check_project(args.get("project") or client.project)
-        self.graph.get_project(project)
-        model = self.model
-        if any(args.get(k) for k in ("provider", "model", "base_url", "api_key")):
-            model = self.model_for(args)  # D6 is enforced there
-        try:
-            return self.run_dream(project, args, model, wait=True)
-        finally:
-            if model is not self.model and hasattr(model, "close"):
-                model.close()
-
-    def run_dream(self, project: str, args: dict[str, Any], model: ChatModel, *, wait: bool = True
-                  ) -> dict[str, Any]:
-        params = DreamParams(
-            project=project, batch_size=_bounded(args.get("batch_size", 20), "batch_size", 1, 50),
-            dry_run=bool(args.get("dry_run")),
-            max_deprecation_ratio=float(args.get("max_deprecation_ratio", 0.5)),
-            allow_published_deprecation=bool(args.get("allow_published_deprecation")),
-            extra_instructions=str(args.get("extra_instructions") or ""),
-            min_age_days=self.options.dream_min_age_days)
-        dream = DreamState(self.graph, model, self.artifact_root, clock=self._clock,
-                           call_timeout=self.options.call_timeout)
-        unready = None if model is not self.model else self.model_ready()
-        if unready:
-            return {"success": params.dry_run, "project": project, "dry_run": params.dry_run,
-                    "revisions_assessed": 0, "would_assess": dream.pending_count(params), "deprecated": 0,
-                    "skipped": f"{unready}: Dream State assessments need the local model"}
-        job = self._jobs().submit(
-            "dream_state", lambda job: dream.run(params, progress=job.progress, cancel=job.cancel),
-            key=f"dream_state:{project}", description=f"Dream State of {project}" + (" (dry run)" * params.dry_run))
-        if not wait:
-            return {"success": True, "status": "queued", "job_id": job.id}
-        report = self._wait_for(job)
-        failed = bool(report.get("errors")) and not report.get("revisions_assessed") and "status" not in report
-        return {"success": not failed, **report}
-
-    def _jobs(self) -> JobQueue:
-        if self.jobs is None:
-            raise ModelError(f"{NO_MODEL}: the appliance runs without a job queue")
-        return self.jobs
-
-    def _wait_for(self, job: Job) -> dict[str, Any]:
-        """The job's result when it finishes within ``tool_wait_seconds``; its error as a tool error; else a
-        note that it goes on in the background (its progress shows at /api/jobs/<id>)."""
-        if not self.jobs or not self.jobs.wait(job, self.options.tool_wait_seconds):
-            return {"status": "running", "job_id": job.id, "progress": job.to_dict()["progress"],
-                    "message": f"still running after {self.options.tool_wait_seconds:g} s; it goes on in the "
-                               f"background (GET /api/jobs/{job.id} shows its progress)"}
-        if job.state == "done":
-            return dict(job.result) if isinstance(job.result, dict) else {"result": job.result}
-        error = job.error or {"code": "cancelled", "message": "the job was cancelled"}
-        failure = ModelError(f"{job.kind} failed: {error['message']}")
-        failure.code = error["code"]  # the cause's code (model_timeout, model_output_invalid, …)
-        raise failure
-
     def _remember_recalled(self, project: str, session_id: str, found: list[str]) -> None:
         """What a session recalled or cited, so its summary can link to it (newest first, bounded)."""
         known = _json_list(self.working.metadata(project, session_id).get("recalled"))
@@ -653,10 +524,6 @@ def _query_text(args: dict[str, Any]) -> str:
     return " ".join(p for p in parts if p.strip())
 
 
-def _scopes(project: str, space_paths: list[str] | None) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(scope(project, s) for s in space_paths or []))
-
-
 def _positive(value: Any, field: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InvalidArgument(f"{field}: must be a positive whole number (got {value!r})", field=field)
@@ -668,17 +535,6 @@ def _krefs(values: Any) -> list[str]:
     for index, value in enumerate(values or []):
         found.append(str(krefs.parse(value, f"source_krefs[{index}]")))
     return list(dict.fromkeys(found))
-
-
-def _configured_model_only(args: dict[str, Any]) -> ChatModel:
-    raise InvalidArgument("provider: this appliance has no model selection; Dream State uses the configured model",
-                          field="provider")
-
-
-def _bounded(value: Any, field: str, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise InvalidArgument(f"{field}: must be a whole number from {low} to {high} (got {value!r})", field=field)
-    return value
 
 
 def _json_list(text: str | None) -> list[str]:

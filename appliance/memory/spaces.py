@@ -60,3 +60,8 @@ def check_project(project: object) -> str:
     if not isinstance(project, str) or not project.strip():
         raise InvalidArgument("project: give a project name such as 'CognitiveMemory'", field="project")
     return project.strip()
+
+
+def scopes(project: str, space_paths: list[str] | None) -> tuple[str, ...]:
+    """The normalised, de-duplicated spaces a call names (empty: the whole project)."""
+    return tuple(dict.fromkeys(scope(project, s) for s in space_paths or []))
