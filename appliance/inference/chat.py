@@ -13,6 +13,7 @@ Every structured call names a JSON schema and returns a dict valid under it, or 
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -127,6 +128,21 @@ def validate_output(value: Any, schema: Mapping[str, Any], model_id: str) -> dic
         raise ModelOutputError(f"{model_id} answered JSON that breaks the schema at "
                                f"{'/'.join(map(str, exc.absolute_path)) or 'the top'}: {exc.message}") from None
     return value  # type: ignore[no-any-return]
+
+
+def parse_json_answer(text: str, finish: str, schema: Mapping[str, Any], model_id: str,
+                      max_tokens: int) -> dict[str, Any]:
+    """A model's JSON answer, checked against ``schema``; an answer cut off by the token limit says so."""
+    from appliance.inference.grammar import clean_strings
+
+    try:
+        value = clean_strings(json.loads(text, strict=False))
+    except ValueError:
+        if finish == "length":
+            raise ModelOutputError(f"{model_id} used all {max_tokens} tokens before its JSON answer was "
+                                   "complete: bound the schema (maxLength, maxItems) or allow more tokens") from None
+        raise ModelOutputError(f"{model_id} answered text that is not JSON: {text[:200]!r}") from None
+    return validate_output(value, schema, model_id)
 
 
 @dataclass(frozen=True)

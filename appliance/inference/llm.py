@@ -40,7 +40,6 @@ from appliance.inference.chat import (
     ModelCancelled,
     ModelError,
     ModelInputTooLong,
-    ModelOutputError,
     ModelStatus,
     ModelTimeout,
     ModelUnavailable,
@@ -48,9 +47,9 @@ from appliance.inference.chat import (
     Progress,
     State,
     check_schema,
-    validate_output,
+    parse_json_answer,
 )
-from appliance.inference.grammar import clean_strings, schema_grammar
+from appliance.inference.grammar import schema_grammar
 from appliance.inference.models import verified
 
 log = logging.getLogger(__name__)
@@ -115,15 +114,7 @@ class LlamaModel:
                       temperature: float = 0.0, progress: Progress | None = None) -> dict[str, Any]:
         check_schema(schema)
         text, finish = self._run(messages, max_tokens, timeout, cancel, temperature, progress, schema)
-        try:
-            value = clean_strings(json.loads(text, strict=False))
-        except ValueError:
-            if finish == "length":
-                raise ModelOutputError(f"{self.model_id} used all {max_tokens} tokens before its JSON answer was "
-                                       "complete: bound the schema (maxLength, maxItems) or allow more tokens"
-                                       ) from None
-            raise ModelOutputError(f"{self.model_id} answered text that is not JSON: {text[:200]!r}") from None
-        return validate_output(value, schema, self.model_id)
+        return parse_json_answer(text, finish, schema, self.model_id, max_tokens)
 
     def complete_text(self, messages: Sequence[Message], *, max_tokens: int = 512, timeout: float | None = None,
                       cancel: threading.Event | None = None, temperature: float = 0.0,

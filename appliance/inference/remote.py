@@ -41,9 +41,8 @@ from appliance.inference.chat import (
     ModelUnavailable,
     Progress,
     check_schema,
-    validate_output,
+    parse_json_answer,
 )
-from appliance.inference.grammar import clean_strings
 
 log = logging.getLogger(__name__)
 
@@ -132,15 +131,7 @@ class EndpointModel:
                            "json_schema": {"name": "answer", "schema": dict(schema), "strict": True}}
         text, finish = self._run(messages, max_tokens, timeout, cancel, temperature, progress,
                                  {"response_format": response_format})
-        try:
-            value = clean_strings(json.loads(_unfenced(text), strict=False))
-        except ValueError:
-            if finish == "length":
-                raise ModelOutputError(f"{self.model_id} used all {max_tokens} tokens before its JSON answer was "
-                                       "complete: bound the schema (maxLength, maxItems) or allow more tokens"
-                                       ) from None
-            raise ModelOutputError(f"{self.model_id} answered text that is not JSON: {text[:200]!r}") from None
-        return validate_output(value, schema, self.model_id)
+        return parse_json_answer(_unfenced(text), finish, schema, self.model_id, max_tokens)
 
     def complete_text(self, messages: Sequence[Message], *, max_tokens: int = 512, timeout: float | None = None,
                       cancel: threading.Event | None = None, temperature: float = 0.0,
