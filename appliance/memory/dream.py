@@ -215,7 +215,12 @@ class DreamState:
             report["would_link"] = [{"source": s, "target": t, "edge_type": e} for s, t, e in plan.edges]
             return report
         failed_batches = bool(report["errors"]) and not assessed
-        self.graph.atomic(lambda: self._apply(plan, params, report, started, keep_cursor=failed_batches))
+        try:
+            self.graph.atomic(lambda: self._apply(plan, params, report, started, keep_cursor=failed_batches))
+        except BaseException:  # nothing was applied: no report file either
+            if report.get("report_path"):
+                Path(report.pop("report_path")).unlink(missing_ok=True)
+            raise
         return report
 
     def pending_count(self, params: DreamParams) -> int:
