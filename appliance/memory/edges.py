@@ -52,7 +52,8 @@ class EdgeDiscovery:
         self.graph, self.recaller, self.model = graph, recaller, model
 
     def discover(self, request: EdgeRequest, *, budget: float = BUDGET_SECONDS,
-                 cancel: threading.Event | None = None) -> list[dict[str, Any]]:
+                 cancel: threading.Event | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+        """(edges made, the queries the model wrote)."""
         deadline = time.monotonic() + budget
         source = self.graph.get_revision(request.revision_kref)
         meta = source.metadata
@@ -84,4 +85,4 @@ class EdgeDiscovery:
                                     "score": f"{score:.3f}", "basis": "implication-query"})
             edges.append({"source": source.kref, "target": target, "edge_type": request.edge_type,
                           "query": query, "score": round(score, 4)})
-        return edges
+        return edges, queries

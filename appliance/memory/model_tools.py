@@ -82,7 +82,8 @@ class ModelBackedTools:
         result = self._wait_for(job)
         if "edges" not in result:
             return {"edges": [], "count": 0, **result}
-        return {"edges": result["edges"], "count": len(result["edges"]), "job_id": job.id}
+        return {"edges": result["edges"], "count": len(result["edges"]),
+                "queries": result["queries"][source.kref], "job_id": job.id}
 
     def _queue_edge_discovery(self, revision_krefs: list[str]) -> dict[str, Any]:
         """D12: reflect's captures get edge discovery in the background; reflect does not wait."""
@@ -97,17 +98,19 @@ class ModelBackedTools:
     def _discover(self, requests: list[EdgeRequest], job: Job) -> dict[str, Any]:
         finder = EdgeDiscovery(self.graph, self.recaller, self.model)
         edges: list[dict[str, Any]] = []
+        queries: dict[str, list[str]] = {}
         errors = []
         for done, request in enumerate(requests):
             job.progress(done, len(requests), request.revision_kref)
             try:
-                edges += finder.discover(request, cancel=job.cancel)
+                made, queries[request.revision_kref] = finder.discover(request, cancel=job.cancel)
+                edges += made
             except KumihoError as exc:  # one memory's failure does not stop the others
                 if len(requests) == 1:
                     raise
                 errors.append({"revision_kref": request.revision_kref, "code": exc.code, "message": exc.message})
         job.progress(len(requests), len(requests))
-        return {"edges": edges, **({"errors": errors} if errors else {})}
+        return {"edges": edges, "queries": queries, **({"errors": errors} if errors else {})}
 
     def dream_state(self, args: dict[str, Any], client: Client) -> dict[str, Any]:
         project = check_project(args.get("project") or client.project)

@@ -215,6 +215,7 @@ def test_discover_edges_links_the_best_hits_in_scope_with_query_and_score(app: I
     found = out["found"]
     assert found["count"] == 2 and {e["target"] for e in found["edges"]} == {out["port"], out["upgrade"]}
     assert all(e["score"] >= 0.2 and e["edge_type"] == "REFERENCED" for e in found["edges"])
+    assert found["queries"] == script.answers["implications"]["queries"]  # type: ignore[index]
     made = {e["target_kref"]: e for e in out["edges"]["edges"]}
     assert out["elsewhere"] not in made and out["source"] not in made  # scope: the memory's own space
     assert "Postgres 16" in script.calls["implications"][0].messages[-1]["content"]
