@@ -35,7 +35,6 @@ import anyio
 import httpx
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -46,6 +45,7 @@ from appliance.graph import GraphStore, NewRevision
 from appliance.memory.records import SCHEMA
 from appliance.search.index import SearchIndex
 from appliance.search.sync import IndexSync
+from tests.mcp_api.clients import http_session
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "bench" / "locomo-dev.json"
@@ -155,14 +155,7 @@ def wait_ready(url: str, process: subprocess.Popen[bytes], memories: int, log: P
     raise SystemExit(f"{url} was not ready within {timeout}s: {log.read_text()[-4000:]}")
 
 
-# -- MCP clients (as tests/mcp_api/clients.py) ----------------------------------------------------------
-@asynccontextmanager
-async def http_session(base_url: str) -> AsyncIterator[ClientSession]:
-    async with streamable_http_client(base_url + "/mcp") as (read, write), ClientSession(read, write) as session:
-        await session.initialize()
-        yield session
-
-
+# -- MCP clients (HTTP: the tests' own; stdio here takes the benchmark's environment) -------------------
 @asynccontextmanager
 async def stdio_session(env: dict[str, str], errlog: Path) -> AsyncIterator[ClientSession]:
     params = StdioServerParameters(command=sys.executable, args=["-m", "appliance", "mcp"], cwd=str(ROOT), env=env)
