@@ -50,7 +50,7 @@ def _check_chat_model(settings: Settings) -> Check:
     llama-cpp-python is installed; without one the appliance still works, so absence is a warning."""
     import importlib.util
 
-    from appliance.inference.install import chat_models, verify_installed
+    from appliance.inference.install import configured_chat_model, verify_installed
 
     conf = settings.inference
     if conf.chat_model == "none":
@@ -78,7 +78,7 @@ def _check_chat_model(settings: Settings) -> Check:
             path = verified(conf.model_path, conf.model_sha256)
             pinned = "sha256 verified" if conf.model_sha256 else "no model_sha256 set, so not verified"
             return Check("chat_model", "ok", f"{path} ({path.stat().st_size / 1e6:,.0f} MB, {pinned})")
-        name = next(iter(chat_models()))
+        name = configured_chat_model(settings)
         path = verify_installed(settings, name)
     except KumihoError as exc:
         return Check("chat_model", "warn" if "not installed" in exc.message else "fail", exc.message)

@@ -34,6 +34,16 @@ def chat_models() -> dict[str, dict[str, Any]]:
     return dict(sorted(models.items(), key=lambda item: not item[1].get("default", False)))
 
 
+def configured_chat_model(settings: Any) -> str:
+    """The manifest model ``[inference] model_name`` names, or the default one."""
+    models = chat_models()
+    name = settings.inference.model_name or next(iter(models))
+    if name not in models:
+        raise ConfigError(f"inference.model_name: {name!r} is not in the manifest; choose one of "
+                          f"{', '.join(models)} (`kumiho-ce models list`)")
+    return name
+
+
 def models_dir(settings: Any) -> Path:
     return Path(settings.data_dir) / "models"
 

@@ -363,7 +363,7 @@ def chat_model_from_settings(settings: Any) -> ChatModel:
     Nothing is loaded here: ``LlamaModel`` loads on its first call. ``response_cache.with_response_cache``
     puts seed 001's response cache in front when the configuration enables it.
     """
-    from appliance.inference.install import chat_models, installed_path
+    from appliance.inference.install import chat_models, configured_chat_model, installed_path
 
     conf = settings.inference
     if conf.chat_model == "none":
@@ -393,12 +393,8 @@ def chat_model_from_settings(settings: Any) -> ChatModel:
         pinned = f"@{conf.model_sha256[:12]}" if conf.model_sha256 else ""
         return LlamaModel(conf.model_path, model_id=f"gguf:{conf.model_path.name}{pinned}",
                           sha256=conf.model_sha256, **options)
-    models = chat_models()
-    name = conf.model_name or next(iter(models))
-    if name not in models:
-        raise ConfigError(f"inference.model_name: {name!r} is not in the manifest; choose one of "
-                          f"{', '.join(models)} (`kumiho-ce models list`)")
-    entry = models[name]
+    name = configured_chat_model(settings)
+    entry = chat_models()[name]
     path = installed_path(settings, name)
     if path is None:
         return NoModel(f"the model {name} is not installed: run `kumiho-ce models install {name}` (`make install` "

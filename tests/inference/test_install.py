@@ -140,3 +140,5 @@ def test_doctor_checks_the_configured_chat_model(tmp_path: Path, toy: dict[str, 
     assert check(chat_model="gguf", model_path=str(own))[0] == "ok"
     assert check(chat_model="gguf", model_path=str(own), model_sha256="0" * 64)[0] == "fail"
     assert check(chat_model="gguf")[0] == "fail"
+    status, detail = check(model_name="no-such-model")  # doctor checks the model the configuration names
+    assert status == "fail" and "inference.model_name" in detail
