@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import sys
 import tempfile
 import time
@@ -40,16 +39,12 @@ from appliance.inference.llm import LlamaModel
 from appliance.memory import consolidation
 from appliance.memory.augmented import angles
 from appliance.memory.client import Client
-from appliance.memory.dream import DreamParams, DreamState
-from appliance.memory.edges import queries_schema
+from appliance.memory.dream import DreamParams, assess
+from appliance.memory.edges import implication_queries
 from appliance.memory.model_tools import patterns_only
-from benchmarks.llm_bench import open_model
+from benchmarks.llm_bench import open_model, rss_mb
 
 SAMPLES = Path(__file__).with_name("data") / "llm_samples.json"
-
-
-def rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def coverage(text: str, facts: list[str]) -> dict[str, Any]:
@@ -101,18 +96,12 @@ def summaries(model: LlamaModel, sessions: list[dict[str, Any]]) -> list[dict[st
 
 
 def implications(model: LlamaModel, memories: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    from appliance.inference import prompts
-    from appliance.inference.grammar import answer_budget
-
     out = []
     for memory in memories:
-        schema = queries_schema(5)
         started = time.perf_counter()
-        answer = model.complete_json(prompts.render("implication_queries", memory=f"{memory['title']}\n"
-                                                    f"{memory['summary']}", count=5), schema,
-                                     max_tokens=answer_budget(schema), timeout=600)
+        queries = implication_queries(model, f"{memory['title']}\n{memory['summary']}", 5, timeout=600)
         out.append({"id": memory["id"], "memory": memory["title"], "seconds": round(time.perf_counter() - started, 2),
-                    "queries": answer["queries"], "expected_situations": memory["situations"]})
+                    "queries": queries, "expected_situations": memory["situations"]})
     return out
 
 
@@ -131,10 +120,8 @@ def dream(model: LlamaModel, memories: list[dict[str, Any]]) -> dict[str, Any]:
     batch = [Revision(f"kref://Bench/dream/{m['id']}.conversation?r=1", f"kref://Bench/dream/{m['id']}.conversation",
                       1, ["latest"], {"title": m["title"], "summary": m["summary"], "type": m["type"]}, now, now,
                       "local", "local", False, None) for m in memories]
-    state = DreamState(None, model, Path(tempfile.gettempdir()), clock=lambda: datetime.now(UTC),  # type: ignore[arg-type]
-                       call_timeout=900)
     started = time.perf_counter()
-    found, dropped = state._assess(batch, DreamParams(project="Bench"), None)
+    found, dropped = assess(model, batch, DreamParams(project="Bench"), timeout=900)
     seconds = time.perf_counter() - started
     proposed = {memories[a.index]["id"] for a in found if a.deprecate}
     expected = {m["id"] for m in memories if m["expect"] == "deprecate"}

@@ -169,6 +169,22 @@ def parse_assessments(answer: dict[str, Any], size: int) -> tuple[list[Assessmen
     return found, dropped
 
 
+def assess(model: ChatModel, batch: list[Revision], params: DreamParams, *, timeout: float,
+           cancel: threading.Event | None = None) -> tuple[list[Assessment], int]:
+    """The model's assessments of one batch (and how many of its entries were dropped)."""
+    shown = [{"index": i, "title": r.metadata.get("title", ""),
+              "summary": records.summary_of(r.metadata)[:SUMMARY_CHARS], "type": records.memory_type(r.metadata),
+              "tags": [t for t in r.tags if t == "published" or t.startswith("evidence:")],
+              "created": r.created_at[:10]} for i, r in enumerate(batch)]
+    policy = f"\n\nDEPLOYMENT POLICY (it may only make you more conservative):\n{params.extra_instructions}" \
+        if params.extra_instructions.strip() else ""
+    messages = prompts.render("dream_assess", memories="\n".join(json.dumps(m, ensure_ascii=False) for m in shown),
+                              policy=policy, count=len(batch))
+    schema = assessment_schema(len(batch))
+    answer = model.complete_json(messages, schema, max_tokens=answer_budget(schema), timeout=timeout, cancel=cancel)
+    return parse_assessments(answer, len(batch))
+
+
 Progress = Callable[[int, int, str], None]
 
 
@@ -196,7 +212,7 @@ class DreamState:
             if progress:
                 progress(number, len(batches), f"assessing batch {number + 1} of {len(batches)}")
             try:
-                found, dropped = self._assess(batch, params, cancel)
+                found, dropped = assess(self.model, batch, params, timeout=self.call_timeout, cancel=cancel)
             except ModelCancelled:
                 raise
             except ModelError as exc:  # one bad batch does not stop the run; its memories wait for the next
@@ -239,22 +255,6 @@ class DreamState:
         current = self.graph.current_revisions(items)
         fresh = [r for r in current.values() if not r.deprecated and (last_run is None or r.created_at > last_run)]
         return sorted(fresh, key=lambda r: (r.created_at, r.kref))
-
-    def _assess(self, batch: list[Revision], params: DreamParams,
-                cancel: threading.Event | None) -> tuple[list[Assessment], int]:
-        shown = [{"index": i, "title": r.metadata.get("title", ""),
-                  "summary": records.summary_of(r.metadata)[:SUMMARY_CHARS], "type": records.memory_type(r.metadata),
-                  "tags": [t for t in r.tags if t == "published" or t.startswith("evidence:")],
-                  "created": r.created_at[:10]} for i, r in enumerate(batch)]
-        policy = f"\n\nDEPLOYMENT POLICY (it may only make you more conservative):\n{params.extra_instructions}" \
-            if params.extra_instructions.strip() else ""
-        messages = prompts.render("dream_assess", memories="\n".join(json.dumps(m, ensure_ascii=False)
-                                                                    for m in shown),
-                                  policy=policy, count=len(batch))
-        schema = assessment_schema(len(batch))
-        answer = self.model.complete_json(messages, schema, max_tokens=answer_budget(schema),
-                                          timeout=self.call_timeout, cancel=cancel)
-        return parse_assessments(answer, len(batch))
 
     def _plan(self, assessed: list[tuple[list[Revision], list[Assessment]]], params: DreamParams,
               report: dict[str, Any]) -> _Plan:

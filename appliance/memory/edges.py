@@ -31,6 +31,15 @@ def queries_schema(count: int) -> dict[str, Any]:
         "required": ["queries"], "additionalProperties": False}
 
 
+def implication_queries(model: ChatModel, memory: str, count: int, *, timeout: float,
+                        cancel: threading.Event | None = None) -> list[str]:
+    """Up to ``count`` distinct short queries for future situations in which ``memory`` would matter."""
+    schema = queries_schema(count)
+    answer = model.complete_json(prompts.render("implication_queries", memory=memory[:MEMORY_CHARS], count=count),
+                                 schema, max_tokens=answer_budget(schema), timeout=timeout, cancel=cancel)
+    return list(dict.fromkeys(" ".join(q.split()) for q in answer["queries"] if q.strip()))
+
+
 @dataclass(frozen=True)
 class EdgeRequest:
     revision_kref: str
@@ -57,13 +66,8 @@ class EdgeDiscovery:
         deadline = time.monotonic() + budget
         source = self.graph.get_revision(request.revision_kref)
         meta = source.metadata
-        memory = (request.summary.strip() or f"{meta.get('title', '')}\n{records.summary_of(meta)}".strip()
-                  )[:MEMORY_CHARS]
-        schema = queries_schema(request.max_queries)
-        answer = self.model.complete_json(
-            prompts.render("implication_queries", memory=memory, count=request.max_queries), schema,
-            max_tokens=answer_budget(schema), timeout=budget, cancel=cancel)
-        queries = list(dict.fromkeys(" ".join(q.split()) for q in answer["queries"] if q.strip()))
+        memory = request.summary.strip() or f"{meta.get('title', '')}\n{records.summary_of(meta)}".strip()
+        queries = implication_queries(self.model, memory, request.max_queries, timeout=budget, cancel=cancel)
         project = krefs.parse(source.kref).project
         best: dict[str, tuple[float, str]] = {}  # target revision kref -> (score, query)
         for query in queries:
