@@ -96,23 +96,15 @@ def _hold(model: LlamaModel) -> tuple[threading.Thread, threading.Event, threadi
     return thread, inside, release
 
 
-def test_a_caller_that_waits_too_long_for_the_slot_gets_model_busy(tiny_gguf: Path) -> None:
-    model = LlamaModel(tiny_gguf, model_id="tiny", context_tokens=512, threads=1, queue_timeout=0.05)
+@pytest.mark.parametrize(("limits", "match"), [
+    ({"queue_timeout": 0.05}, "busy"),  # waited too long for the slot
+    ({"max_waiting": 0}, "wait"),  # too many callers already wait: refused at once
+])
+def test_a_busy_model_refuses_callers_it_cannot_serve(tiny_gguf: Path, limits: dict[str, float], match: str) -> None:
+    model = LlamaModel(tiny_gguf, model_id="tiny", context_tokens=512, threads=1, **limits)
     thread, _, release = _hold(model)
     try:
-        with pytest.raises(ModelBusy, match="busy"):
-            model.complete_text(ASK, max_tokens=3)
-    finally:
-        release.set()
-        thread.join(30)
-        model.close()
-
-
-def test_too_many_waiting_callers_are_refused_at_once(tiny_gguf: Path) -> None:
-    model = LlamaModel(tiny_gguf, model_id="tiny", context_tokens=512, threads=1, max_waiting=0)
-    thread, _, release = _hold(model)
-    try:
-        with pytest.raises(ModelBusy, match="wait"):
+        with pytest.raises(ModelBusy, match=match):
             model.complete_text(ASK, max_tokens=3)
     finally:
         release.set()
