@@ -45,6 +45,7 @@ from appliance.memory.recall import Recaller
 from appliance.memory.service import MemoryService
 from appliance.memory.working import WorkingMemory
 from appliance.memory.writer import MemoryWriter
+from appliance.search import repair
 from appliance.search.index import SearchIndex
 from appliance.search.service import SearchService
 from appliance.search.sync import IndexSync
@@ -90,8 +91,10 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
         )
         try:
             embedder = make_embedder(settings)
+            moved = repair.set_aside_if_damaged(data_dir.root / "index")  # rebuilt in the background
             index = SearchIndex(data_dir.root / "index", embedder.dim, embedder.model_id)
-            worker = IndexWorker(IndexSync(graph, index, embedder), settings.search.sync_interval_seconds)
+            worker = IndexWorker(IndexSync(graph, index, embedder), settings.search.sync_interval_seconds,
+                                 rebuilding=moved)
             worker.start()
             working = WorkingMemory.open(data_dir.root / "working")
             model = chat_model or with_response_cache(settings, chat_model_from_settings(settings))
