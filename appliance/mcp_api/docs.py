@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from appliance.config import DEFAULT_PORT, KumihoSettings, MemorySettings
-from appliance.errors import AmbiguousKref, InvalidArgument, InvalidKref, KumihoError, NotFound
+from appliance.errors import AmbiguousKref, InvalidArgument, InvalidKref, KumihoError, NotFound, Unavailable
 from appliance.mcp_api.catalogue import ToolSpec, tools
 from appliance.mcp_api.server import LIMIT_HEADER, PROJECT_HEADER, SESSION_HEADER
 from appliance.memory.cache import WINDOW_SECONDS
@@ -207,9 +207,10 @@ def reference_markdown() -> str:
         "`field` names the argument at fault (e.g. `captures[0].title`). Schema violations are reported the "
         "same way. Codes: "
         + ", ".join(f"`{c}`" for c in (InvalidArgument.code, InvalidKref.code, NotFound.code, AmbiguousKref.code,
-                                       KumihoError.code))
-        + f" (`{AmbiguousKref.code}` adds `candidates`; `{KumihoError.code}` is a defect, logged by the "
-        "appliance, never a traceback).",
+                                       Unavailable.code, KumihoError.code))
+        + f" (`{AmbiguousKref.code}` adds `candidates`; `{Unavailable.code}` means try again shortly, e.g. while "
+        f"a damaged search index is being rebuilt; `{KumihoError.code}` is a defect, logged by the appliance, "
+        "never a traceback).",
         "",
         "## Tools",
         "",

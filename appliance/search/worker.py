@@ -94,10 +94,10 @@ class IndexWorker:
                     self._heal()
                 if first:
                     self.sync.index.resident()  # load the in-memory rows now, not on the first query
-                    repair = self.sync.repair()
-                    self._written += repair.indexed
+                    repaired = self.sync.repair()
+                    self._written += repaired.indexed
                     log.info("search index ready: %d rows written, %d stale removed, %d requeued",
-                             repair.indexed, repair.removed, repair.requeued)
+                             repaired.indexed, repaired.removed, repaired.requeued)
                 self._written += self._catch_up()
                 if not self._wake.is_set() and self._compaction_due():
                     self.sync.index.optimize()  # only this thread writes the index: safe while idle
