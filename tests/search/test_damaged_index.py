@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from tests.appliance_process import Running, cli_env, kumiho_ce, serve
-from tests.search.damage import delete_a_data_file, delete_every_data_file, truncate_latest_manifest
 from tests.mcp_api.clients import call, http_session
+from tests.search.damage import delete_a_data_file, delete_every_data_file, truncate_latest_manifest
 
 MEMORIES = {  # title → text; each found by a query on its own words
     "Staging database": "Staging runs Postgres 16 on host db-stage.",
