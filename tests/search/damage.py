@@ -20,7 +20,8 @@ def truncate_latest_manifest(data_dir: Path) -> None:
 
 
 def delete_a_data_file(data_dir: Path) -> None:
-    next((table_dir(data_dir) / "data").glob("*.lance")).unlink()
+    """The newest one: the latest version reads it (an older one may be left over from before a compaction)."""
+    max((table_dir(data_dir) / "data").glob("*.lance"), key=lambda file: file.stat().st_mtime_ns).unlink()
 
 
 def delete_every_data_file(data_dir: Path) -> None:
