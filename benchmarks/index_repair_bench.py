@@ -27,7 +27,8 @@ from appliance.search import repair
 from appliance.search.index import SearchIndex
 from appliance.search.sync import IndexSync
 
-WORDS = "harbour ledger violet engine quarry pilot saffron tundra lantern orchard copper meadow".split()
+WORDS = ["harbour", "ledger", "violet", "engine", "quarry", "pilot", "saffron", "tundra", "lantern", "orchard",
+         "copper", "meadow"]
 
 
 def timed_check(path: Path, runs: int = 7) -> dict[str, float | str]:

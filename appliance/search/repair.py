@@ -5,10 +5,10 @@ cannot be opened or read is renamed to ``<data dir>/index.damaged-<UTC time>`` (
 never deleted here), an empty one takes its place, and every revision is queued for indexing again (the
 outbox of appliance/graph/outbox.py; the index worker refills the table in the background).
 
-``check`` reads what a damaged copy breaks, cheaply (~10 ms at 10k rows on the 2-core machine): the latest
-manifest (opening the table), every older one (compaction's cleanup reads them), every data file (one
-one-byte column of every row) and the key index (one lookup). It does not verify the bytes inside the data
-files: LanceDB keeps no checksums.
+``check`` reads what a damaged copy breaks, cheaply (tens of milliseconds at 10k rows on the 2-core machine,
+benchmarks/index_repair_bench.py): the latest manifest (opening the table), every older one (compaction's
+cleanup reads them), every data file (the key column of every row) and the key index (one lookup). It does
+not verify the bytes inside the data files: LanceDB keeps no checksums.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def check(path: Path) -> Health:
         table.list_versions()  # reads every manifest
         rows = int(table.count_rows())
         if rows:
-            table.search().select(["deprecated"]).limit(rows).to_arrow()  # opens every data file
+            table.search().select(["revision_kref"]).limit(rows).to_arrow()  # opens every data file
         if any(i.index_type == "BTree" for i in table.list_indices()):
             table.search().where("revision_kref = ''").select(["revision_kref"]).limit(1).to_arrow()
     except Exception as exc:  # lance raises plain RuntimeErrors (and OSErrors) for every kind of damage
