@@ -20,6 +20,7 @@ from typing import Any
 from appliance.core import kref as krefs
 from appliance.core.search import SearchFilter, SearchRequest
 from appliance.errors import InvalidArgument, NotFound
+from appliance.fsutil import inside, write_durably
 from appliance.graph import GraphStore
 from appliance.memory import records
 from appliance.memory.spaces import memory_item_name, slug, space_of
@@ -152,6 +153,8 @@ class MemoryWriter:
     # -- writing ---------------------------------------------------------------------------------------
     def write(self, plans: list[Plan]) -> list[dict[str, Any]]:
         """Write every plan in one transaction; returns one result per plan (reference §4.8 step 12)."""
+        for plan in plans:  # names first: a write the graph would refuse must not touch the file system
+            krefs.parse_space_path(plan.draft.space, "space_path")
         written: list[Path] = []
         try:
             for plan in plans:
@@ -218,11 +221,11 @@ class MemoryWriter:
 
     def _write_artifact(self, plan: Plan) -> Path:
         """A Markdown record of the memory under the data directory, one file per revision (a stacked
-        revision gets a file of its own: earlier revisions' artifacts stay as they were)."""
+        revision gets a file of its own: earlier revisions' artifacts stay as they were). It is on disk
+        (fsynced, with its folder) before the graph commit that points at it."""
         d = plan.draft
         name = plan.item_name or plan.item_kref.rsplit("/", 1)[1].rsplit(".", 1)[0]
-        folder = self.artifact_root.joinpath(*d.space.strip("/").split("/"))
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = inside(self.artifact_root, *d.space.strip("/").split("/"), field="space_path")
         safe = _UNSAFE.sub("_", name)
         path = folder / f"{safe}.{uuid.uuid4().hex[:8]}.md"
         lines = ["---", f"title: {d.title}", f"type: {d.memory_type}", f"summary: {d.summary}", "---", ""]
@@ -230,10 +233,7 @@ class MemoryWriter:
             lines.append(f"**User:** {d.user_text}")
         if d.assistant_text:
             lines.append(f"**Assistant:** {d.assistant_text}")
-        temp = path.with_suffix(".tmp")
-        temp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        temp.replace(path)
-        return path
+        return write_durably(path, "\n".join(lines) + "\n")
 
 
 def _stack_query(title: str, summary: str, limit: int = 180) -> str:
