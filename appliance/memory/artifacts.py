@@ -43,16 +43,20 @@ def sweep(root: Path, referenced_locations: set[str]) -> Swept:
         relative = path.relative_to(root)
         if relative.parts[0] == ORPHANED or path.is_symlink() or not path.is_file():
             continue
-        if path.name.endswith(TEMP_SUFFIX):
-            path.unlink(missing_ok=True)
-            removed += 1
-        elif path.name in referenced:
+        if path.name in referenced:
             kept += 1
-        else:
-            target = root / ORPHANED / relative
-            make_dirs(target.parent)
-            os.replace(path, target)
-            moved += 1
+            continue
+        try:
+            if path.name.endswith(TEMP_SUFFIX):
+                path.unlink(missing_ok=True)
+                removed += 1
+            else:
+                target = root / ORPHANED / relative
+                make_dirs(target.parent)
+                os.replace(path, target)
+                moved += 1
+        except OSError as exc:  # a file the sweep cannot move is left where it is; start goes on
+            log.warning("artifacts: cannot sweep %s: %s", path, exc.strerror)
     if removed or moved:
         log.warning("artifacts: removed %d unfinished file(s) and moved %d file(s) no memory references to %s "
                     "(left by interrupted writes)", removed, moved, root / ORPHANED)
