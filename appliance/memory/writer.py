@@ -1,9 +1,11 @@
 """Writing memories (reference §4.8): space, stacking onto a similar item, revision, artifact file, tags,
 bundle, provenance edges — for one memory or a batch, in one graph transaction (all or nothing).
 
-Order of a write: decide every memory's target (stacking searches) → write the artifact files → one graph
-transaction for all memories. A failed transaction deletes the files it would have pointed to, so a
-failure leaves neither a half-written graph nor orphan artifacts.
+Order of a write: decide every memory's target (stacking searches) → check every space name → write the
+artifact files durably (fsynced with their folder: the graph's commit is fsynced, and a file it points to
+must not be lost when the commit survives) → one graph transaction for all memories. A failed transaction
+deletes the files it would have pointed to, so a failure leaves neither a half-written graph nor orphan
+artifacts; what a crash between file and commit leaves is swept at the next start (``artifacts.sweep``).
 """
 
 from __future__ import annotations

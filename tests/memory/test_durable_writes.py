@@ -49,12 +49,14 @@ def line(n: int) -> str:
 
 
 def fill(app: InProcess, session_id: str, count: int) -> None:
-    """``count`` messages through kumiho_memory_add_response (the cheapest buffering tool)."""
-    async def steps(session: Any) -> None:
-        for n in range(1, count + 1):
-            await call(session, "kumiho_memory_add_response", session_id=session_id, response=line(n))
-
-    run(app.base_url, steps)
+    """``count`` messages in the session's buffer: the last through kumiho_memory_add_response, the others
+    straight into the working memory the tool appends to (1,200 tool calls would take a minute)."""
+    project = app.services.settings.kumiho.default_project
+    for n in range(1, count):
+        app.services.working.append(project, session_id, "assistant", line(n))
+    answer = run(app.base_url, lambda s: call(s, "kumiho_memory_add_response", session_id=session_id,
+                                              response=line(count)))
+    assert answer["message_count"] == count
 
 
 def transcript_of(app: InProcess, revision_kref: str) -> str:
@@ -263,18 +265,19 @@ def test_a_bad_project_argument_is_refused_before_any_file_is_touched(http_app: 
     before = _paths(sandbox)
     with RevkaLikeClient(http_app.base_url) as client:
         client.handshake()
-        answers = {tool: client.tool_text(tool, arguments) for tool, arguments in (
+        answers = [(tool, client.tool_text(tool, arguments)) for tool, arguments in (
             ("kumiho_memory_store", {"project": project, "user_text": "The NAS backs up at 02:00"}),
+            ("kumiho_memory_store", {"project": project, "user_text": "The NAS backs up", "stack_revisions": False}),
             ("memory_store", {"project": project, "title": "NAS", "user_text": "The NAS backs up at 02:00"}),
             ("kumiho_memory_retrieve", {"project": project, "query": "NAS"}),
             ("memory_reflect", {"project": project, "session_id": "s-p", "response": "ok", "captures": [
                 {"type": "fact", "title": "NAS", "content": "The NAS backs up at 02:00", "space_hint": "x"}]}),
-        )}
-    for tool, text in answers.items():
+        )]
+    assert _paths(sandbox) == before  # nothing created, outside the data directory or in it
+    for tool, text in answers:
         error = _tool_error(text)
         assert error["code"] == "invalid_argument" and error.get("field") == "project", (tool, error)
         assert error["message"].startswith("project:") and "Traceback" not in text, (tool, error)
-    assert _paths(sandbox) == before
 
 
 @pytest.mark.parametrize("project", BAD_PROJECTS)
@@ -284,7 +287,7 @@ def test_a_bad_project_header_is_refused_before_any_file_is_touched(http_app: Ru
     with RevkaLikeClient(http_app.base_url) as client:
         client.http.headers["X-Kumiho-Project"] = project
         client.handshake()
-        answers = {tool: client.tool_text(tool, arguments) for tool, arguments in (
+        answers = [(tool, client.tool_text(tool, arguments)) for tool, arguments in (
             ("kumiho_memory_store", {"user_text": "The NAS backs up at 02:00"}),
             ("kumiho_memory_reflect", {"session_id": "s-h", "response": "ok", "captures": [
                 {"type": "fact", "title": "NAS", "content": "The NAS backs up at 02:00"}]}),
@@ -293,9 +296,9 @@ def test_a_bad_project_header_is_refused_before_any_file_is_touched(http_app: Ru
             ("kumiho_memory_consolidate", {"session_id": "s-h", "summary": "A greeting."}),
             ("kumiho_memory_store_execution", {"task": "backup", "status": "done"}),
             ("kumiho_memory_engage", {"query": "NAS"}),
-        )}
-    for tool, text in answers.items():
+        )]
+    assert _paths(sandbox) == before  # nothing created, outside the data directory or in it
+    for tool, text in answers:
         error = _tool_error(text)
         assert error["code"] == "invalid_argument" and error.get("field") == "project", (tool, error)
         assert "X-Kumiho-Project header" in error["message"] and "Traceback" not in text, (tool, error)
-    assert _paths(sandbox) == before
