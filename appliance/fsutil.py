@@ -54,9 +54,10 @@ def make_dirs(folder: Path) -> None:
         fsync_dir(path.parent)
 
 
-def write_durably(path: Path, data: bytes | str) -> Path:
+def write_durably(path: Path, data: bytes | str, *, sync_folder: bool = True) -> Path:
     """Write ``data`` to ``path`` so that it is complete on disk when this returns: a temporary file in the
-    same folder, fsynced, renamed over ``path``, then the folder fsynced. Readers never see a partial file."""
+    same folder, fsynced, renamed over ``path``, then the folder fsynced. Readers never see a partial file.
+    A caller writing a batch may pass ``sync_folder=False`` and fsync each distinct folder once itself."""
     payload = data.encode("utf-8") if isinstance(data, str) else data
     make_dirs(path.parent)
     temp = path.with_name(f"{path.name}.{uuid.uuid4().hex[:8]}{TEMP_SUFFIX}")
@@ -70,5 +71,6 @@ def write_durably(path: Path, data: bytes | str) -> Path:
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
-    fsync_dir(path.parent)
+    if sync_folder:
+        fsync_dir(path.parent)
     return path

@@ -22,7 +22,7 @@ from typing import Any
 from appliance.core import kref as krefs
 from appliance.core.search import SearchFilter, SearchRequest
 from appliance.errors import InvalidArgument, NotFound
-from appliance.fsutil import inside, write_durably
+from appliance.fsutil import fsync_dir, inside, write_durably
 from appliance.graph import GraphStore
 from appliance.memory import records
 from appliance.memory.spaces import memory_item_name, slug, space_of
@@ -163,6 +163,8 @@ class MemoryWriter:
                 if not plan.draft.artifact_location:
                     plan.artifact_path = self._write_artifact(plan)
                     written.append(plan.artifact_path)
+            for folder in dict.fromkeys(path.parent for path in written):  # the renames, once per folder
+                fsync_dir(folder)
             return self.graph.atomic(lambda: [self._write_one(plan) for plan in plans])
         except BaseException:
             for path in written:
@@ -235,7 +237,7 @@ class MemoryWriter:
             lines.append(f"**User:** {d.user_text}")
         if d.assistant_text:
             lines.append(f"**Assistant:** {d.assistant_text}")
-        return write_durably(path, "\n".join(lines) + "\n")
+        return write_durably(path, "\n".join(lines) + "\n", sync_folder=False)  # write() syncs the folders
 
 
 def _stack_query(title: str, summary: str, limit: int = 180) -> str:

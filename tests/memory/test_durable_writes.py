@@ -195,9 +195,9 @@ def _paths(root: Path) -> set[str]:
 
 @pytest.fixture
 def stopped_data_dir(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
-    """A data directory whose appliance stored two memories and a transcript, then was killed (-9)."""
+    """A data directory holding two memories and a transcript, its appliance stopped."""
     data = tmp_path / "data"
-    with serve(data) as running:
+    with serve_in_process(data, None) as running:
         async def steps(session: Any) -> list[str]:
             one = await call(session, "kumiho_memory_store", user_text="Router admin page is on 10.0.0.1",
                              space_path="homelab")
@@ -209,8 +209,6 @@ def stopped_data_dir(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
         krefs = run(running.base_url, steps)
         locations = {k: run(running.base_url, lambda s, k=k: call(s, "kumiho_resolve_kref", kref=k))["location"]
                      for k in krefs}
-        running.process.kill()
-        running.process.wait(timeout=30)
     yield data, locations
 
 
@@ -219,8 +217,8 @@ def test_start_sweeps_what_an_interrupted_write_left_and_keeps_every_referenced_
     data, locations = stopped_data_dir
     artifacts = data / "artifacts"
     referenced = {loc: hashlib.sha256(Path(loc).read_bytes()).hexdigest() for loc in locations.values()}
-    # what a kill between the file write and the graph commit leaves: a cut-short temporary file, and a
-    # complete file whose memory was never committed (so never acknowledged)
+    # what a kill -9 between the file write and the graph commit leaves: a cut-short temporary file, and
+    # a complete file whose memory was never committed (so never acknowledged)
     homelab = Path(next(iter(locations.values()))).parent
     (homelab / "cut-short-1a2b3c4d.md.9f8e7d6c.tmp").write_text("---\ntitle: half")
     (homelab / "never-committed-5e6f7a8b.md").write_text("---\ntitle: never acknowledged\n---\n")
