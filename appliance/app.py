@@ -38,6 +38,7 @@ from appliance.inference.selection import model_for_call
 from appliance.jobs import JobQueue
 from appliance.maintenance import Maintenance
 from appliance.mcp_api.server import build_server, handlers, session_manager
+from appliance.memory.artifacts import sweep as sweep_artifacts
 from appliance.memory.cache import RecallCache
 from appliance.memory.model_tools import ModelOptions, Redact, patterns_only
 from appliance.memory.operator import OperatorTools
@@ -90,6 +91,8 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
             default_project=settings.kumiho.default_project,
         )
         try:
+            # before anything writes: files of writes a crash interrupted (the graph is consistent by now)
+            sweep_artifacts(data_dir.root / "artifacts", graph.artifact_locations())
             embedder = make_embedder(settings)
             moved = repair.set_aside_if_damaged(data_dir.root / "index")  # rebuilt in the background
             index = SearchIndex(data_dir.root / "index", embedder.dim, embedder.model_id)
