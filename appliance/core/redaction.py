@@ -32,16 +32,16 @@ Redactor = Callable[[str], tuple[str, list[str]]]
 class Pattern:
     """One kind of sensitive text: the regex, which group of a match is replaced, an optional extra test.
 
-    A match failing ``check``, or in which the group ``unless`` took part, is skipped whole (the scan goes on
-    after it), so ``check`` must also fail for any match that could start inside a failing one; otherwise a
-    second pass could find it.
+    A match failing ``check``, or right after text that ``not_after`` finds at the end of the 40 characters
+    before it (a label that says what else it is), is skipped whole (the scan goes on after it), so ``check``
+    must also fail for any match that could start inside a failing one; otherwise a second pass could find it.
     """
 
     kind: str
     regex: re.Pattern[str]
     group: int = 0
     check: Callable[[str], bool] | None = None
-    unless: int | None = None  # a match in which this group took part is skipped whole (a label saying "not this")
+    not_after: re.Pattern[str] | None = None
 
 
 def _start(chars: str) -> str:
@@ -159,7 +159,8 @@ def _spans(text: str, patterns: Iterable[Pattern]) -> list[tuple[int, int, str]]
     spans = []
     for pattern in patterns:
         for match in pattern.regex.finditer(text):
-            if pattern.unless is not None and match.group(pattern.unless) is not None:
+            if pattern.not_after is not None and pattern.not_after.search(text, max(0, match.start() - 40),
+                                                                          match.start()):
                 continue
             start, end = match.span(pattern.group)
             found = text[start:end]
@@ -298,16 +299,14 @@ def _ipv6(candidate: str) -> bool:
 
 _OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
 
-# Words that make a number something else than a phone number or an address, with what may follow them up to the
-# number: "order 020 7946 0958", "part number is 0451-203-019", "ISBN 0-306-40615-2", "ticket #0612 3456".
-_NUMBER_LABEL = (
+# Words that make a number something else than a phone number, with what may follow them up to the number:
+# "order 020 7946 0958", "part number is 0451-203-019", "ISBN 0-306-40615-2", "ticket #0612 3456".
+_NUMBER_LABEL = re.compile(
     r"(?i:\b(?:order|ticket|invoice|part|serial|sku|isbn|issn|ref|reference|version|build|release|case|tracking"
-    r"|batch|lot|item|model|po|id)\b(?:[ \t]+(?:no\.?|nr\.?|number|num|id|code))?[ \t]*(?:is[ \t]+|[:#=][ \t]*)?)"
+    r"|batch|lot|item|model|po|id)\b(?:[ \t]+(?:no\.?|nr\.?|number|num|id|code))?[ \t]*(?:is[ \t]+|[:#=][ \t]*)?)$"
 )
-# Fixed-width look-behinds (Python's re allows no other): not right after a word that makes a dotted number a version.
-_NOT_AFTER_VERSION_WORD = "".join(
-    rf"(?<!(?i:{word})[ -])" for word in ("version", "release", "firmware", "build", "ver", "rev", "tag", "patch")
-)
+# A word that makes four dotted numbers a version, right before them: "release 10.0.12.4", "firmware 4.2.0.1".
+_VERSION_WORD = re.compile(r"(?i:\b(?:version|release|firmware|build|ver|rev|tag|patch)[ -])$")
 
 # In priority order: a later kind never replaces part of an earlier one (an IBAN's digits are no card number).
 # None starts right after a "]", so a placeholder glued to a number does not expose it on a second pass.
@@ -365,14 +364,13 @@ PII_PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "phone",
         re.compile(
-            rf"({_NUMBER_LABEL})?"
-            r"(?<![\w+\]./,:-])(?<!\d[ -])"
+            r"(?<![\w+\]./,:-])(?<!\d[ -])(?=[(0])"
             r"(\((?:0[1-9]\d{0,3}|[1-9]\d{1,2})\)[ -]?\d{2,5}(?:[ -]\d{2,5}){1,3}|0[1-9]\d{0,3}(?:[ -]\d{2,8}){1,4})"
             r"(?![\w-]|[.,:/]\d|[ -]?\d)"
         ),
-        2,
+        1,
         _national_phone_digits,
-        unless=1,
+        not_after=_NUMBER_LABEL,
     ),
     # IPv6 (full, "::"-compressed, or with an IPv4 tail), before IPv4 so that the tail is not taken apart.
     Pattern(
@@ -384,8 +382,12 @@ PII_PATTERNS: tuple[Pattern, ...] = (
         0,
         _ipv6,
     ),
-    # Not after a word that makes four dotted numbers a version: "release 10.0.12.4", "firmware 4.2.0.1".
-    Pattern("ip_address", re.compile(_NOT_AFTER_VERSION_WORD + rf"(?<![\w.\]])(?:{_OCTET}\.){{3}}{_OCTET}(?!\w|\.\d)")),
+    # Not right after a word that makes four dotted numbers a version: "release 10.0.12.4", "firmware 4.2.0.1".
+    Pattern(
+        "ip_address",
+        re.compile(rf"(?<![\w.\]])(?:{_OCTET}\.){{3}}{_OCTET}(?!\w|\.\d)"),
+        not_after=_VERSION_WORD,
+    ),
 )
 
 

@@ -225,7 +225,7 @@ def _name_token(token: Any) -> bool:
 def _runs(doc: Any) -> Iterator[list[Any]]:
     """Maximal runs of name tokens in ``doc``. A hyphen glued between two parts joins them ("Al-Rashid", and
     "Min-jun", "Jean-Luc": the part after a hyphen may be lower case); name particles join two name tokens
-    ("Pieter de Vries", "Jean-Luc van der Berg", "João Pedro dos Santos")."""
+    ("Pieter de Vries", "Jean-Luc van der Berg", "João Pedro dos Santos"), and so do middle initials."""
     run: list[Any] = []
     tokens = list(doc)
     i = 0
@@ -243,10 +243,10 @@ def _runs(doc: Any) -> Iterator[list[Any]]:
             run.append(token)  # "Min-jun"
             i += 1
             continue
-        particle = token is not None and token.text.lower() in NAME_PARTICLES
+        particle = token is not None and _joins(token.text)
         if particle and run and run[0].text.lower() not in NAME_PARTICLES:
             j = i
-            while j < len(tokens) and tokens[j].text.lower() in NAME_PARTICLES and j - i < 3:
+            while j < len(tokens) and _joins(tokens[j].text) and j - i < 3:
                 j += 1
             if j < len(tokens) and _name_token(tokens[j]):
                 run.extend(tokens[i:j])
@@ -258,6 +258,12 @@ def _runs(doc: Any) -> Iterator[list[Any]]:
             yield run
         run = []
         i += 1
+
+
+def _joins(text: str) -> bool:
+    """A name particle, a middle initial or a one-letter particle: "de", "J.", "Ó" ("Tomás Ó Briain")."""
+    initial = text[:1].isupper() and text[:1].isalpha() and (len(text) == 1 or text[1:] == ".")
+    return initial or text.lower() in NAME_PARTICLES
 
 
 def _hyphen_part(run: list[Any]) -> bool:
@@ -289,7 +295,7 @@ def _names(doc: Any, lexicon: _Lexicon) -> list[tuple[int, int]]:
             continue
         words = [token.text.lower() for token in run if _name_token(token)]
         # particles join places too ("Rio de Janeiro"): such a run is a name by NER's word or as no place
-        particles = any(token.text.lower() in NAME_PARTICLES for token in run)
+        particles = any(_joins(token.text) for token in run)
         # after a determiner it names a thing: "the Rio de Janeiro team", "the Apache Kafka topic"
         determined = run[0].i > 0 and run[0].doc[run[0].i - 1].lower_ in _DETERMINERS
         if "PERSON" in found or (

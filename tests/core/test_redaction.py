@@ -337,6 +337,9 @@ def test_redaction_is_idempotent_and_reports_what_it_changed(text: str) -> None:
         "a::",
         "call 0",
         "phone 01 ",
+        "01 ",
+        "(01) 2",
+        "order 0",
     ],
 )
 def test_long_runs_of_near_matches_finish(unit: str) -> None:

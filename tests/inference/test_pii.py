@@ -118,6 +118,8 @@ HARD_NAMES = [
     ("Maria da Graça Ferreira signed the offer.", ["Maria da Graça Ferreira"]),
     ("Seung-hoon Baek approved the change.", ["Seung-hoon Baek"]),
     ("Please ask Tendai Moyo's manager.", ["Tendai Moyo"]),
+    ("Sarah J. Goldberg signed the lease.", ["Sarah J. Goldberg"]),
+    ("Send it to Pádraig Ó Súilleabháin today.", ["Pádraig Ó Súilleabháin"]),
 ]
 
 
