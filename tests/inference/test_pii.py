@@ -317,6 +317,11 @@ def test_redact_plain_text_and_patterns_only() -> None:
     assert (out.returncode, out.stdout) == (0, b"Ping Kenji Sharma at [email]\n")
 
 
+def test_redact_finds_lower_case_names_and_national_numbers_from_the_command_line() -> None:
+    out = run_cli([b"spoke to chiamaka eze, her desk is (020) 7946 0111\n"])
+    assert (out.returncode, out.stdout) == (0, b"spoke to [person], her desk is [phone]\n"), out.stderr
+
+
 def test_redact_with_a_missing_model_is_one_error_line(tmp_path: Path) -> None:
     out = run_cli([b'{"text": "x"}\n'], "--jsonl", "--model", str(tmp_path / "missing"))
     assert out.returncode == 2 and out.stdout == b""
