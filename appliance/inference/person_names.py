@@ -160,7 +160,7 @@ def cued_names(
         if cue is None and not start_of_sentence:
             i += 1
             continue
-        end = _run(words, i, vocabulary)
+        end = _run(words, i, vocabulary, cue == "person")
         run = [word for word in words[i:end] if word.lower not in NAME_PARTICLES]
         after = words[end].lower if end < len(words) and not words[end].after_break else ""
         start, stop = words[i].start, words[end - 1].end if end > i else words[i].end
@@ -186,19 +186,26 @@ def _cue(words: list[_Word], i: int) -> str | None:
     return "weak" if before in _WEAK_CUES else None
 
 
-def _run(words: list[_Word], i: int, vocabulary: NameVocabulary) -> int:
-    """The end (exclusive) of the run of up to four name words from ``words[i]``, particles inside it."""
+def _run(words: list[_Word], i: int, vocabulary: NameVocabulary, person_cue: bool) -> int:
+    """The end (exclusive) of the run of up to four name words from ``words[i]``, particles inside it. Surnames
+    that are also words of places ("park", "west", "street") count where a place cannot stand: after a person cue,
+    or before a verb of saying ("jin-woo park said")."""
     end = i
     count = 0
     while end < len(words) and count < 4:
         word = words[end]
         if end > i and (word.after_break or words[end - 1].end == word.start):
             break  # words of one name are split by spaces on one line
+        following = words[end + 1].lower if end + 1 < len(words) else ""
         if word.alphabetic and _name_like(word.lower, vocabulary):
             end += 1
             count += 1
-        elif end > i and word.lower in NAME_PARTICLES and end + 1 < len(words) and words[end + 1].alphabetic \
-                and _name_like(words[end + 1].lower, vocabulary):
+        elif end > i and word.lower in NOT_IN_NAMES and word.lower in vocabulary.known_names \
+                and (person_cue or following in _SAYING):
+            end += 1
+            break
+        elif end > i and word.lower in NAME_PARTICLES and following and words[end + 1].alphabetic \
+                and _name_like(following, vocabulary):
             end += 1
         else:
             break
@@ -211,9 +218,16 @@ def _parts(word: str) -> list[str]:
 
 
 def _foreign(word: str, vocabulary: NameVocabulary) -> bool:
-    """No English word: some part of it is none ("adeyemi", "el-masry", "o'brien")."""
+    """No English word: some part of it is none ("adeyemi", "el-masry", "o'brien"), or a hyphenated word that is
+    no English compound and joins names ("min-ho", "lee-ann"; not "on-call", "hand-off", "follow-up")."""
     parts = _parts(word)
-    return bool(parts) and any(not vocabulary.is_english(part) for part in parts)
+    if parts and any(not vocabulary.is_english(part) for part in parts):
+        return True
+    return (
+        len(parts) >= 2
+        and not vocabulary.is_english(word)
+        and all(part in vocabulary.known_names and part not in vocabulary.stop_words for part in parts)
+    )
 
 
 def _name_like(word: str, vocabulary: NameVocabulary) -> bool:

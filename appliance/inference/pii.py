@@ -71,7 +71,8 @@ _SENTENCE_END = frozenset({".", "!", "?", ":", ";", "(", "[", '"', "“", "-", "
 _CHAT_VERBS = ("email", "e-mail", "text", "ping", "dm", "cc", "bcc", "slack", "message", "msg")
 _VERB_NAMES = frozenset({"mark", "will", "bill", "pat", "sue", "rob", "jack", "grant", "chase", "drew", "bob", "josh"})
 _PROPER = frozenset({"NNP", "NNPS"})
-_COMMON_NOUNS = frozenset({"NN", "NNS"})
+# Tags of words that are no part of a name even inside a PERSON entity: common nouns and function words.
+_NEVER_IN_NAMES = frozenset({"NN", "NNS", "DT", "PDT", "IN", "CC", "PRP", "PRP$", "WP", "WDT", "TO", "MD", "EX", "CD"})
 _PLACE = frozenset({"GPE", "LOC", "FAC"})
 _DETERMINERS = frozenset({"the", "a", "an", "this", "that", "these", "those", "our", "their", "its"})
 _KEEP_PIPES = ("tok2vec", "tagger", "ner")
@@ -211,10 +212,11 @@ def _pieces(text: str) -> Iterator[tuple[int, str]]:
 
 def _name_token(token: Any) -> bool:
     """A capitalised proper noun: "Okafor", "O'Brien", "McDonald" — not "SSN", "gRPC", "Q3" or "OpenAI". A word
-    in a PERSON entity counts unless tagged a common noun ("dos Santos": the tagger takes "Santos" for a verb)."""
+    in a PERSON entity counts unless tagged a common noun or a function word ("dos Santos": the tagger takes
+    "Santos" for a verb; "The São Paulo rep": NER takes "The" in)."""
     text = token.text
     return (
-        (token.tag_ in _PROPER or (token.ent_type_ == "PERSON" and token.tag_ not in _COMMON_NOUNS))
+        (token.tag_ in _PROPER or (token.ent_type_ == "PERSON" and token.tag_ not in _NEVER_IN_NAMES))
         and text[:1].isupper()
         and len(text) > 1
         and text.replace("'", "").replace("-", "").isalpha()

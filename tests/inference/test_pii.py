@@ -119,6 +119,8 @@ HARD_NAMES = [
     ("Seung-hoon Baek approved the change.", ["Seung-hoon Baek"]),
     ("Please ask Tendai Moyo's manager.", ["Tendai Moyo"]),
     ("Sarah J. Goldberg signed the lease.", ["Sarah J. Goldberg"]),
+    ("min-ho park said the tests pass.", ["min-ho park"]),  # a surname that is also a word of places
+    ("ask soo-ah park about it", ["soo-ah park"]),
     ("Send it to Pádraig Ó Súilleabháin today.", ["Pádraig Ó Súilleabháin"]),
 ]
 
@@ -139,6 +141,8 @@ def test_names_in_lower_case_and_from_many_cultures_are_found_whole(redactor: Pi
         "ping me when the build is green.",
         "I will meet the landlord next week.",
         "Please bill the client and mark as done.",
+        "ask the on-call engineer; the hand-off is done and go-live is friday.",
+        "walked to hyde park; hyde park is closed today.",
         "There is a grace period of 30 days; the rose garden is closed.",
         # particles join places and things too
         "The Van der Waals forces chapter is next.",
