@@ -20,7 +20,7 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin
 
 from appliance import __version__
-from appliance.admin_api.auth import token_guard
+from appliance.admin_api.auth import checked_token, token_guard
 from appliance.admin_api.errors import HANDLERS
 from appliance.admin_api.health import HealthController
 from appliance.admin_api.jobs import JobsController
@@ -49,6 +49,7 @@ from appliance.search.index import SearchIndex
 from appliance.search.service import SearchService
 from appliance.search.sync import IndexSync
 from appliance.search.worker import IndexWorker
+from appliance.server.door import DoorPolicy, front_door
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +71,17 @@ class Services:
 
     @property
     def token(self) -> str:
+        """The bearer token requests from beyond loopback must present; a ConfigError when it is unusable
+        (empty, short, or with characters a header cannot carry), so the appliance refuses to start."""
         configured = self.settings.api_token
-        return configured.get_secret_value() if configured else self.data_dir.read_or_create_token()
+        if configured is not None:
+            return checked_token(configured.get_secret_value(), "the api_token setting",
+                                 "set one of at least 32 characters (e.g. the output of `python3 -c \"import "
+                                 "secrets; print(secrets.token_urlsafe(32))\"`), or unset it to use the token "
+                                 f"file {self.data_dir.token_path}")
+        return checked_token(self.data_dir.read_or_create_token(), f"the file {self.data_dir.token_path}",
+                             "delete the file (a new token is generated at the next start) or write a longer "
+                             "token into it")
 
 
 @contextmanager
@@ -180,10 +190,14 @@ def make_embedder(settings: Settings) -> Embedder:
 
 
 def build_app(services: Services) -> Litestar:
-    middleware = [] if services.settings.is_loopback else [token_guard(services.token)]
+    """The ASGI app. Every request passes the front door (Host, Origin, CORS, body size) first, then, beyond
+    loopback, the token guard. Raises ConfigError when the token is unusable."""
+    settings = services.settings
+    middleware = [front_door(DoorPolicy.from_settings(settings))]
+    if not settings.is_loopback:
+        middleware.append(token_guard(services.token))
     mcp = session_manager(
-        build_server(handlers(services.memory, services.operator), services.settings.kumiho.default_project),
-        loopback=services.settings.is_loopback)
+        build_server(handlers(services.memory, services.operator), settings.kumiho.default_project))
 
     @asgi("/mcp", is_mount=True, copy_scope=True)
     async def mcp_endpoint(scope: Any, receive: Any, send: Any) -> None:
@@ -200,6 +214,7 @@ def build_app(services: Services) -> Litestar:
         state=State({"services": services}),
         exception_handlers=HANDLERS,  # type: ignore[arg-type]
         middleware=middleware,
+        request_max_body_size=settings.http.max_body_bytes,
         openapi_config=OpenAPIConfig(
             title="kumiho-ce", version=__version__, path="/api/schema",
             render_plugins=[JsonRenderPlugin()],  # offline: no UI that loads scripts from a CDN

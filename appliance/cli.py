@@ -81,14 +81,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
             f"cannot listen on {settings.host}:{settings.port}: {exc.strerror}; set KUMIHO_CE_PORT "
             "or --port to a free port") from None
     with sock, open_services(settings) as services:
+        app = build_app(services)  # refuses an unusable token before anything is served
         if not settings.is_loopback:
+            source = "the api_token setting" if settings.api_token else services.data_dir.token_path
             log.warning("bound beyond loopback (%s): every request but /api/_live needs the bearer token "
-                        "from %s", settings.host, services.data_dir.token_path)
-            services.token  # noqa: B018 -- create the token file before the first request needs it
+                        "from %s", settings.host, source)
         host, port = sock.getsockname()[:2]
         services.data_dir.write_runtime(host, port)
         try:
-            return runner.run(build_app(services), sock, "debug" if args.debug else settings.log_level)
+            return runner.run(app, sock, settings.http, "debug" if args.debug else settings.log_level)
         finally:
             services.data_dir.clear_runtime()
 
