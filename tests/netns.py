@@ -37,7 +37,7 @@ def run_in_private_network(body: Callable[[], None]) -> None:
                 subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
                 subprocess.run(["ip", "addr", "add", f"{PRIVATE_ADDRESS}/32", "dev", "lo"], check=True)
                 body()
-        except BaseException:  # noqa: BLE001 -- everything goes back to the parent
+        except BaseException:  # everything, failures included, goes back to the parent
             status, report = 1, traceback.format_exc()
         with os.fdopen(write_end, "w") as channel:
             channel.write(report)

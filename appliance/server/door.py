@@ -206,8 +206,8 @@ def _host_name(host: str) -> str:
     """The name part of a Host value (``[::1]:9190`` → ``::1``, ``localhost:9190`` → ``localhost``)."""
     if host.startswith("["):
         return host[1:host.find("]")] if "]" in host else host
-    name, _, port = host.rpartition(":") if host.count(":") == 1 else (host, "", "")
-    return _normal_name(name if name else host)
+    name = host.rpartition(":")[0] if host.count(":") == 1 else host
+    return _normal_name(name or host)
 
 
 def _normal_name(name: str) -> str:

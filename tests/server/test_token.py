@@ -41,8 +41,9 @@ def _refused_start(data_dir: Path, **env: str) -> str:
     result = kumiho_ce("serve", "--host", PRIVATE_ADDRESS, "--port", str(free_port()),
                        env=cli_env(data_dir, **env), timeout=40)
     assert result.returncode == 2, result.stderr
-    assert "Traceback" not in result.stderr and result.stderr.startswith("kumiho-ce: error: ")
-    return result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in result.stderr and last.startswith("kumiho-ce: error: "), result.stderr
+    return last
 
 
 @pytest.mark.parametrize(("token", "problem"), [
