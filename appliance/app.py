@@ -20,7 +20,7 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin
 
 from appliance import __version__
-from appliance.admin_api.auth import checked_token, token_guard
+from appliance.admin_api.auth import checked_token, configured_token, token_guard
 from appliance.admin_api.errors import HANDLERS
 from appliance.admin_api.health import HealthController
 from appliance.admin_api.jobs import JobsController
@@ -73,15 +73,9 @@ class Services:
     def token(self) -> str:
         """The bearer token requests from beyond loopback must present; a ConfigError when it is unusable
         (empty, short, or with characters a header cannot carry), so the appliance refuses to start."""
-        configured = self.settings.api_token
-        if configured is not None:
-            return checked_token(configured.get_secret_value(), "the api_token setting",
-                                 "set one of at least 32 characters (e.g. the output of `python3 -c \"import "
-                                 "secrets; print(secrets.token_urlsafe(32))\"`), or unset it to use the token "
-                                 f"file {self.data_dir.token_path}")
-        return checked_token(self.data_dir.read_or_create_token(), f"the file {self.data_dir.token_path}",
-                             "delete the file (a new token is generated at the next start) or write a longer "
-                             "token into it")
+        return configured_token(self.settings) or checked_token(
+            self.data_dir.read_or_create_token(), f"the file {self.data_dir.token_path}",
+            "delete the file (a new token is generated at the next start) or write a longer token into it")
 
 
 @contextmanager

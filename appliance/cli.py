@@ -69,11 +69,16 @@ def _configure_logging(level: str) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from appliance.app import build_app, open_services
-    from appliance.server import front, runner
+    from appliance.admin_api.auth import configured_token
 
     settings = _settings(args, host=args.host, port=args.port)
     _configure_logging("debug" if args.debug else settings.log_level)
+    if not settings.is_loopback:
+        configured_token(settings)  # an unusable api_token stops the start before anything is loaded
+
+    from appliance.app import build_app, open_services
+    from appliance.server import front, runner
+
     try:
         sock = front.bind(settings.host, settings.port)
     except OSError as exc:

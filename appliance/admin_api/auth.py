@@ -14,6 +14,8 @@ from typing import Any
 
 from litestar.types import ASGIApp, Receive, Scope, Send
 
+from appliance.config import Settings
+from appliance.datadir import DataDir
 from appliance.errors import ConfigError
 
 OPEN_PATHS = frozenset({"/api/_live"})
@@ -38,6 +40,16 @@ def checked_token(token: str, source: str, fix: str) -> str:
     else:
         return token
     raise ConfigError(f"the bearer token in {source} {problem}; {fix}")
+
+
+def configured_token(settings: Settings) -> str | None:
+    """The api_token setting when it is set (a ConfigError when it is unusable), else None."""
+    if settings.api_token is None:
+        return None
+    return checked_token(settings.api_token.get_secret_value(), "the api_token setting",
+                         "set one of at least 32 characters (e.g. the output of `python3 -c \"import secrets; "
+                         "print(secrets.token_urlsafe(32))\"`), or unset it to use the token file "
+                         f"{DataDir(settings.data_dir).token_path}")
 
 
 def presented_token(headers: list[tuple[bytes, bytes]]) -> bytes | None:

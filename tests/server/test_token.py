@@ -80,6 +80,8 @@ def test_an_empty_token_file_is_replaced_and_only_the_exact_header_gets_in(tmp_p
         data.mkdir(mode=0o700)
         (data / "token").write_text("")
         with serve(data, host=PRIVATE_ADDRESS) as app:
+            for empty in ("Bearer ", "Bearer  ", "Bearer", ""):  # what an empty token used to accept
+                assert raw_status(app.base_url, "/mcp", empty) == 401, empty
             token = (data / "token").read_text().strip()
             assert len(token) >= 43 and (data / "token").stat().st_mode & 0o077 == 0
             assert [p.name for p in data.iterdir() if p.name.startswith(".token")] == []  # no temporary left
