@@ -49,7 +49,7 @@ from appliance.search.index import SearchIndex
 from appliance.search.service import SearchService
 from appliance.search.sync import IndexSync
 from appliance.search.worker import IndexWorker
-from appliance.server.door import DoorPolicy, front_door
+from appliance.server.door import ASGIApp, DoorPolicy, front_door
 
 log = logging.getLogger(__name__)
 
@@ -183,13 +183,11 @@ def make_embedder(settings: Settings) -> Embedder:
     return default_embedder(search.embedding_threads)
 
 
-def build_app(services: Services) -> Litestar:
-    """The ASGI app. Every request passes the front door (Host, Origin, CORS, body size) first, then, beyond
-    loopback, the token guard. Raises ConfigError when the token is unusable."""
+def build_app(services: Services) -> ASGIApp:
+    """The ASGI app: Litestar (admin API, schema, ``/mcp``) wrapped in the front door (Host, Origin, CORS,
+    body size) and, beyond loopback, the token guard, so that every request passes them, an unknown path
+    or method too. Raises ConfigError when the token is unusable."""
     settings = services.settings
-    middleware = [front_door(DoorPolicy.from_settings(settings))]
-    if not settings.is_loopback:
-        middleware.append(token_guard(services.token))
     mcp = session_manager(
         build_server(handlers(services.memory, services.operator), settings.kumiho.default_project))
 
@@ -202,12 +200,11 @@ def build_app(services: Services) -> Litestar:
         async with mcp.run():  # the SDK's session manager needs the host's lifespan
             yield
 
-    return Litestar(
+    app: ASGIApp = Litestar(
         route_handlers=[HealthController, SearchController, JobsController, mcp_endpoint],
         lifespan=[run_mcp],
         state=State({"services": services}),
         exception_handlers=HANDLERS,  # type: ignore[arg-type]
-        middleware=middleware,
         request_max_body_size=settings.http.max_body_bytes,
         openapi_config=OpenAPIConfig(
             title="kumiho-ce", version=__version__, path="/api/schema",
@@ -216,3 +213,6 @@ def build_app(services: Services) -> Litestar:
         logging_config=None,
         debug=False,
     )
+    if not settings.is_loopback:
+        app = token_guard(services.token)(app)
+    return front_door(DoorPolicy.from_settings(settings))(app)

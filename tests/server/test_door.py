@@ -11,10 +11,11 @@ import pytest
 
 from tests.appliance_process import Running, serve
 
-# Every kind of route: health, search, jobs, the model, the schema, and the MCP mount.
+# Every kind of route: health, search, jobs, the model, the schema, the MCP mount, no route at all.
 ROUTES = [("GET", "/api/_live"), ("GET", "/api/_ready"), ("GET", "/api/v1/search?q=password"),
           ("GET", "/api/jobs"), ("GET", "/api/model"), ("GET", "/api/schema/openapi.json"),
-          ("POST", "/api/jobs/job-1/cancel"), ("POST", "/mcp")]
+          ("POST", "/api/jobs/job-1/cancel"), ("POST", "/mcp"), ("GET", "/api/no-such-route"),
+          ("DELETE", "/api/_live")]
 MCP_LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
 MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
