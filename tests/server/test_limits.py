@@ -22,7 +22,7 @@ CONNECTIONS = 50
 @pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     with serve(tmp_path_factory.mktemp("limits") / "data", KUMIHO_CE_HTTP__HEADER_TIMEOUT_SECONDS="1",
-               KUMIHO_CE_HTTP__MAX_HEADER_BYTES="16384") as running:
+               KUMIHO_CE_HTTP__BODY_TIMEOUT_SECONDS="1", KUMIHO_CE_HTTP__MAX_HEADER_BYTES="16384") as running:
         yield running
 
 
@@ -98,6 +98,17 @@ def test_clients_trickling_their_headers_are_closed_after_the_header_timeout(app
         selector.close()
         for conn in conns:
             conn.close()
+
+
+def test_a_body_that_never_arrives_is_answered_408_after_the_body_timeout(app: Running) -> None:
+    request = (b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+               b"Accept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n{\"jsonrpc\"")
+    with _connect(app, request) as conn:
+        answer = _read_until_closed(conn, within=10)
+    assert answer is not None, "a slow body held the connection"
+    status, error = _json_error(answer)
+    assert status == 408 and error["code"] == "request_timeout" and "http.body_timeout_seconds" in error["message"]
+    assert _live(app)
 
 
 def test_a_connection_that_sends_nothing_is_closed_after_the_header_timeout(app: Running) -> None:
