@@ -96,13 +96,20 @@ class DataDir:
             token = self.token_path.read_text().strip()
         except FileNotFoundError:
             token = None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise DataDirError(f"the token file {self.token_path} cannot be read ({exc}); fix its permissions "
+                               "or delete it to have a new token generated") from None
         if token:
             return token
+        new = secrets.token_urlsafe(32)
+        try:
+            write_private_file(self.token_path, new + "\n")
+        except OSError as exc:
+            raise DataDirError(f"the token file {self.token_path} cannot be written: {exc.strerror}; free "
+                               "space or fix the permissions of the data directory") from None
         if token is not None:
             log.warning("the token file %s was empty; a new token was written to it", self.token_path)
-        token = secrets.token_urlsafe(32)
-        write_private_file(self.token_path, token + "\n")
-        return token
+        return new
 
 
 def write_private_file(path: Path, text: str) -> None:
