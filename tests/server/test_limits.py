@@ -126,7 +126,7 @@ def test_headers_over_the_limit_are_refused_before_they_are_buffered(app: Runnin
         except OSError:  # the server closed the connection: the rest is refused
             pass
         answer = _read_until_closed(conn, within=10)
-    assert sent < 8 * 1_048_576, "the server kept reading a huge header"
+    assert sent < 32 * 1_048_576, "the server kept reading a huge header"  # kernel buffers take a few MiB
     assert answer is not None
     if answer:  # the refusal may be lost to the reset of the unread rest
         status, error = _json_error(answer)
