@@ -111,5 +111,9 @@ bench-llm: install
 bench-llm-quality: install
 	$(BIN)/python benchmarks/llm_quality.py $(if $(MODEL),--model $(MODEL)) --report docs/model-quality$(if $(MODEL),-$(notdir $(basename $(MODEL)))).md
 
+# what hostile connections can hold: slow headers, a 64 MiB header, HTTP/2 prefaces (JSON)
+bench-door: install
+	$(BIN)/python benchmarks/door_bench.py
+
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

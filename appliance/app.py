@@ -20,7 +20,7 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin
 
 from appliance import __version__
-from appliance.admin_api.auth import token_guard
+from appliance.admin_api.auth import checked_token, configured_token, token_guard
 from appliance.admin_api.errors import HANDLERS
 from appliance.admin_api.health import HealthController
 from appliance.admin_api.jobs import JobsController
@@ -51,6 +51,7 @@ from appliance.search.index import SearchIndex
 from appliance.search.service import SearchService
 from appliance.search.sync import IndexSync
 from appliance.search.worker import IndexWorker
+from appliance.server.door import ASGIApp, DoorPolicy, front_door
 
 log = logging.getLogger(__name__)
 
@@ -72,8 +73,11 @@ class Services:
 
     @property
     def token(self) -> str:
-        configured = self.settings.api_token
-        return configured.get_secret_value() if configured else self.data_dir.read_or_create_token()
+        """The bearer token requests from beyond loopback must present; a ConfigError when it is unusable
+        (empty, short, or with characters a header cannot carry), so the appliance refuses to start."""
+        return configured_token(self.settings) or checked_token(
+            self.data_dir.read_or_create_token(), f"the file {self.data_dir.token_path}",
+            "delete the file (a new token is generated at the next start) or write a longer token into it")
 
 
 @contextmanager
@@ -185,11 +189,13 @@ def make_embedder(settings: Settings) -> Embedder:
     return default_embedder(search.embedding_threads)
 
 
-def build_app(services: Services) -> Litestar:
-    middleware = [] if services.settings.is_loopback else [token_guard(services.token)]
+def build_app(services: Services) -> ASGIApp:
+    """The ASGI app: Litestar (admin API, schema, ``/mcp``) wrapped in the front door (Host, Origin, CORS,
+    body size) and, beyond loopback, the token guard, so that every request passes them, an unknown path
+    or method too. Raises ConfigError when the token is unusable."""
+    settings = services.settings
     mcp = session_manager(
-        build_server(handlers(services.memory, services.operator), services.settings.kumiho.default_project),
-        loopback=services.settings.is_loopback)
+        build_server(handlers(services.memory, services.operator), settings.kumiho.default_project))
 
     @asgi("/mcp", is_mount=True, copy_scope=True)
     async def mcp_endpoint(scope: Any, receive: Any, send: Any) -> None:
@@ -200,12 +206,12 @@ def build_app(services: Services) -> Litestar:
         async with mcp.run():  # the SDK's session manager needs the host's lifespan
             yield
 
-    return Litestar(
+    app: ASGIApp = Litestar(
         route_handlers=[HealthController, SearchController, JobsController, mcp_endpoint],
         lifespan=[run_mcp],
         state=State({"services": services}),
         exception_handlers=HANDLERS,  # type: ignore[arg-type]
-        middleware=middleware,
+        request_max_body_size=settings.http.max_body_bytes,
         openapi_config=OpenAPIConfig(
             title="kumiho-ce", version=__version__, path="/api/schema",
             render_plugins=[JsonRenderPlugin()],  # offline: no UI that loads scripts from a CDN
@@ -213,3 +219,6 @@ def build_app(services: Services) -> Litestar:
         logging_config=None,
         debug=False,
     )
+    if not settings.is_loopback:
+        app = token_guard(services.token)(app)
+    return front_door(DoorPolicy.from_settings(settings))(app)

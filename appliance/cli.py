@@ -69,11 +69,16 @@ def _configure_logging(level: str) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from appliance.app import build_app, open_services
-    from appliance.server import front, runner
+    from appliance.admin_api.auth import configured_token
 
     settings = _settings(args, host=args.host, port=args.port)
     _configure_logging("debug" if args.debug else settings.log_level)
+    if not settings.is_loopback:
+        configured_token(settings)  # an unusable api_token stops the start before anything is loaded
+
+    from appliance.app import build_app, open_services
+    from appliance.server import front, runner
+
     try:
         sock = front.bind(settings.host, settings.port)
     except OSError as exc:
@@ -81,14 +86,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
             f"cannot listen on {settings.host}:{settings.port}: {exc.strerror}; set KUMIHO_CE_PORT "
             "or --port to a free port") from None
     with sock, open_services(settings) as services:
+        app = build_app(services)  # refuses an unusable token before anything is served
         if not settings.is_loopback:
+            source = "the api_token setting" if settings.api_token else services.data_dir.token_path
             log.warning("bound beyond loopback (%s): every request but /api/_live needs the bearer token "
-                        "from %s", settings.host, services.data_dir.token_path)
-            services.token  # noqa: B018 -- create the token file before the first request needs it
+                        "from %s", settings.host, source)
         host, port = sock.getsockname()[:2]
         services.data_dir.write_runtime(host, port)
         try:
-            return runner.run(build_app(services), sock, "debug" if args.debug else settings.log_level)
+            return runner.run(app, sock, settings.http, "debug" if args.debug else settings.log_level)
         finally:
             services.data_dir.clear_runtime()
 

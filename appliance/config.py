@@ -156,6 +156,28 @@ class MaintenanceSettings(_Section):
     dream_state_min_age_days: float = Field(7.0, ge=0, description="never deprecate memories younger than this")
 
 
+class HttpSettings(_Section):
+    """The HTTP front door: which names and pages may call, and the limits every connection lives within."""
+
+    allowed_hosts: list[str] = Field(
+        default_factory=list, description="extra names clients may use in the Host header, e.g. a LAN name "
+        "(\"memory.lan\"); loopback names are always accepted, and beyond loopback so are IP addresses")
+    cors_origins: list[str] = Field(
+        default_factory=list, description="web origins (e.g. \"http://localhost:5173\") that may call from a "
+        "browser page and read the answers (CORS); empty = no CORS headers, other pages' requests are refused")
+    max_header_bytes: int = Field(32_768, ge=4_096, le=1_048_576, description="largest request line plus "
+                                  "headers; a larger request gets 431 and is closed")
+    header_timeout_seconds: float = Field(10.0, gt=0, le=300, description="a request whose headers have not "
+                                          "all arrived this long after its first byte gets 408 and is closed "
+                                          "(also the wait for the first byte of a new connection)")
+    body_timeout_seconds: float = Field(60.0, gt=0, le=3600, description="a request body not fully received "
+                                        "this long after its headers gets 408 and is closed")
+    max_body_bytes: int = Field(4 * 1_048_576, ge=1_024, le=1_073_741_824, description="largest request body "
+                                "(JSON of /api and /mcp); a larger one gets 413 before any handler sees it")
+    max_connections: int = Field(256, ge=1, le=65_536, description="open connections at once; one more is "
+                                 "answered 503 and closed")
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", case_sensitive=False
@@ -165,7 +187,8 @@ class Settings(BaseSettings):
     port: int = Field(DEFAULT_PORT, ge=1, le=65535, description="one port for HTTP, MCP and gRPC")
     data_dir: Path = Field(default_factory=default_data_dir, description="graph, index, artifacts, token")
     api_token: SecretStr | None = Field(
-        None, description="bearer token; when unset one is generated in the data directory"
+        None, description="bearer token for requests from beyond loopback: at least 32 of the characters "
+        "A-Z a-z 0-9 - . _ ~ + / (then = padding); when unset one is generated in the data directory (file token)"
     )
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log to stderr at this level")
     graph: GraphSettings = Field(default_factory=GraphSettings)
@@ -174,6 +197,7 @@ class Settings(BaseSettings):
     kumiho: KumihoSettings = Field(default_factory=KumihoSettings)
     inference: InferenceSettings = Field(default_factory=InferenceSettings)
     maintenance: MaintenanceSettings = Field(default_factory=MaintenanceSettings)
+    http: HttpSettings = Field(default_factory=HttpSettings)
 
     @property
     def is_loopback(self) -> bool:

@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
 from appliance.errors import DataDirError, DataDirInUse
+
+log = logging.getLogger(__name__)
 
 SUBDIRS = ("graph", "index", "artifacts", "working")
 
@@ -87,14 +90,47 @@ class DataDir:
             return None
 
     def read_or_create_token(self) -> str:
+        """The token file's content; a new token when the file is missing or empty. An empty file is what a
+        crash or a full disk during an older, unsynced write could leave: it never held a usable token, so a
+        new one replaces it (and the log says so)."""
         try:
-            return self.token_path.read_text().strip()
+            token = self.token_path.read_text().strip()
         except FileNotFoundError:
-            token = secrets.token_urlsafe(32)
-            fd = os.open(self.token_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as handle:
-                handle.write(token + "\n")
+            token = None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise DataDirError(f"the token file {self.token_path} cannot be read ({exc}); fix its permissions "
+                               "or delete it to have a new token generated") from None
+        if token:
             return token
+        new = secrets.token_urlsafe(32)
+        try:
+            write_private_file(self.token_path, new + "\n")
+        except OSError as exc:
+            raise DataDirError(f"the token file {self.token_path} cannot be written: {exc.strerror}; free "
+                               "space or fix the permissions of the data directory") from None
+        if token is not None:
+            log.warning("the token file %s was empty; a new token was written to it", self.token_path)
+        return new
+
+
+def write_private_file(path: Path, text: str) -> None:
+    """Replace ``path`` atomically with ``text``, readable by this user only: a temporary file (0600) is
+    written and synced, renamed over ``path``, and the directory synced, so a crash leaves the old file or
+    the new one, never an empty or partial one."""
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # O_CREAT's mode does not apply to a leftover temporary file
+        os.write(fd, text.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(temp, path)
+    directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
 
 
 class DataDirLock:

@@ -66,6 +66,13 @@ def wait_until_live(url: str, process: subprocess.Popen[str], timeout: float = 9
     raise AssertionError(f"{url} did not come up within {timeout}s")
 
 
+def url_host(host: str) -> str:
+    """How a client on this machine names an appliance bound to ``host``."""
+    if host in ("0.0.0.0", "::", ""):
+        return "127.0.0.1"
+    return f"[{host}]" if ":" in host else host
+
+
 @contextmanager
 def serve(data_dir: Path, host: str = "127.0.0.1", port: int | None = None, **env: str) -> Iterator[Running]:
     """The appliance as a real process; its output goes to ``<data_dir>.log`` (a pipe nobody reads
@@ -78,7 +85,7 @@ def serve(data_dir: Path, host: str = "127.0.0.1", port: int | None = None, **en
             cwd=ROOT, env=cli_env(data_dir, **env), text=True, stdout=output, stderr=output,
         )
     with process:
-        running = Running(process, f"http://127.0.0.1:{port}", data_dir)
+        running = Running(process, f"http://{url_host(host)}:{port}", data_dir)
         try:
             wait_until_live(running.base_url, process, log=log)
             yield running

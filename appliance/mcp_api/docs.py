@@ -190,9 +190,13 @@ def reference_markdown() -> str:
         "",
         f"* **Streamable HTTP** at `/mcp` on the running appliance (default `{MCP_URL}`). Stateless: no "
         "`Mcp-Session-Id`, every POST is answered with one plain `application/json` message (no event "
-        "stream). Bound to loopback, the `Host` header (and `Origin`, when sent) must name a loopback "
-        "address (DNS-rebinding protection); bound beyond loopback, they need "
-        "`Authorization: Bearer <token>` (the `token` file in the data directory, or the `api_token` setting).",
+        "stream). As on every route, the `Host` header must name the appliance (a loopback name, or one of "
+        "`[http] allowed_hosts`) and a browser's `Origin` must be the appliance's own page or one of "
+        "`[http] cors_origins` (DNS-rebinding protection; see [security.md](security.md)); bound beyond "
+        "loopback, requests need exactly `Authorization: Bearer <token>` (the `token` file in the data "
+        "directory, or the `api_token` setting). Request bodies are limited to `[http] max_body_bytes` "
+        "(4 MiB by default). The `x-kumiho-retrieval-limit` header, when sent, must be a whole number from 1 "
+        "to 100.",
         "* **stdio**: `kumiho-ce mcp` holds no store. It forwards every JSON-RPC line to the running "
         "appliance's `/mcp` (starting `kumiho-ce serve` in the background when none answers), so any number "
         "of agent hosts share one store.",

@@ -20,7 +20,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 
 from appliance import __version__
-from appliance.errors import KumihoError
+from appliance.errors import InvalidArgument, KumihoError
 from appliance.mcp_api.catalogue import ToolSpec, tools, validated
 from appliance.memory.operator import OperatorTools
 from appliance.memory.service import Client, MemoryService
@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 PROJECT_HEADER = "x-kumiho-project"
 LIMIT_HEADER = "x-kumiho-retrieval-limit"
 SESSION_HEADER = "x-kumiho-session"
+MAX_RETRIEVAL_LIMIT = 100  # the bound of the [kumiho] memory_retrieval_limit setting
 
 Handler = Callable[[dict[str, Any], Client], dict[str, Any]]
 
@@ -71,10 +72,22 @@ def error_result(code: str, message: str) -> types.CallToolResult:
 def client_from(request: Any, default_project: str) -> Client:
     """Per-client defaults from the forwarded headers (D10); absent → the appliance's configuration."""
     headers = getattr(request, "headers", None) or {}
-    limit = headers.get(LIMIT_HEADER)
     return Client(project=headers.get(PROJECT_HEADER) or default_project,
-                  retrieval_limit=int(limit) if limit and limit.isdigit() and int(limit) > 0 else None,
+                  retrieval_limit=retrieval_limit_from(headers.get(LIMIT_HEADER)),
                   host_session_id=headers.get(SESSION_HEADER) or None)
+
+
+def retrieval_limit_from(value: str | None) -> int | None:
+    """The ``x-kumiho-retrieval-limit`` header: absent or empty → None; else ASCII digits naming 1 to
+    ``MAX_RETRIEVAL_LIMIT`` (``str.isdigit`` would let ``²`` through to ``int``, which refuses it)."""
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    if not (text.isascii() and text.isdigit() and len(text) <= 3 and 1 <= int(text) <= MAX_RETRIEVAL_LIMIT):
+        raise InvalidArgument(f"header {LIMIT_HEADER} must be a whole number from 1 to {MAX_RETRIEVAL_LIMIT} "
+                              f"(KUMIHO_MEMORY_RETRIEVAL_LIMIT for the stdio shim); got {json.dumps(text[:20])}",
+                              field=LIMIT_HEADER)
+    return int(text)
 
 
 def call(table: dict[str, Handler], name: str, arguments: dict[str, Any] | None, client: Client
@@ -101,7 +114,10 @@ def build_server(table: dict[str, Handler], default_project: str) -> Server[Any]
         return types.ListToolsResult(tools=listed)  # one page: agent hosts read it once, without paging
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        client = client_from(ctx.request, default_project)
+        try:
+            client = client_from(ctx.request, default_project)
+        except KumihoError as exc:
+            return _text_result({"error": exc.to_dict()}, True)
         return await anyio.to_thread.run_sync(call, table, params.name, params.arguments, client)
 
     return Server("kumiho-ce", version=__version__, title="kumiho-ce memory",
@@ -110,13 +126,11 @@ def build_server(table: dict[str, Handler], default_project: str) -> Server[Any]
                   on_list_tools=list_tools, on_call_tool=call_tool)
 
 
-def session_manager(server: Server[Any], *, loopback: bool) -> StreamableHTTPSessionManager:
+def session_manager(server: Server[Any]) -> StreamableHTTPSessionManager:
     """Stateless JSON responses: every POST answered with plain application/json and no notification
-    first (issue 4: Revka takes the first message of a stream). DNS-rebinding protection on loopback."""
-    security = TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost"],
-        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
-    ) if loopback else TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    first (issue 4: Revka takes the first message of a stream). Host and Origin are checked for every route
+    by the front door (appliance/server/door.py), so the SDK's own check, which knows only loopback names,
+    stays off."""
     return StreamableHTTPSessionManager(app=server, json_response=True, stateless=True,
-                                        security_settings=security)
+                                        security_settings=TransportSecuritySettings(
+                                            enable_dns_rebinding_protection=False))

@@ -6,7 +6,12 @@ consuming them, and hands it over whole:
 
 * the HTTP/2 preface (``PRI * HTTP/2.0``) → the gRPC backend, a Unix socket, through a byte pump;
 * anything else → the in-process HTTP/1.1 protocol (uvicorn's, serving Litestar and ``/mcp``), attached
-  directly to the accepted socket, so HTTP pays nothing for the routing beyond one ``recv(MSG_PEEK)``.
+  directly to the accepted socket; the few bytes read to decide are handed to it first.
+
+The front also bounds what a client can hold: beyond ``max_connections`` open connections a new one is
+answered 503 and closed, and a connection that does not send enough to decide within ``first_byte_timeout``
+is closed. Deciding reads (never peeks at) the socket, so a client that sends ``PR`` and stops costs nothing
+while it waits: a peeked socket stays readable and waiting on it would spin.
 """
 
 from __future__ import annotations
@@ -28,7 +33,13 @@ H2_GOAWAY = (
     + b"\x00\x00\x00\x00\x00\x00\x00\x00" + _NO_GRPC
 )
 _DECIDE = len(b"PRI ")  # no HTTP/1 request line starts with "PRI " (RFC 9113 §3.4)
-PEEK_TIMEOUT = 10.0
+FIRST_BYTES_TIMEOUT = 10.0
+
+
+_BUSY_BODY = (b'{"error":{"code":"overloaded","message":"too many open connections (the http.max_connections '
+              b'setting); try again shortly"}}')
+BUSY = (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nconnection: close\r\n"
+        b"retry-after: 1\r\ncontent-length: %d\r\n\r\n" % len(_BUSY_BODY)) + _BUSY_BODY
 
 
 def bind(host: str, port: int, backlog: int = 512) -> socket.socket:
@@ -50,14 +61,21 @@ class FrontListener:
     def __init__(
         self,
         sock: socket.socket,
-        http_factory: Callable[[], asyncio.Protocol],
+        http_factory: Callable[[bytes], asyncio.Protocol],
         grpc_target: str | None = None,
+        *,
+        max_connections: int | None = None,
+        open_connections: Callable[[], int] = lambda: 0,
+        first_byte_timeout: float = FIRST_BYTES_TIMEOUT,
     ) -> None:
         self._sock = sock
         self._http_factory = http_factory
         self.grpc_target = grpc_target  # a Unix socket path; None until a gRPC server exists
+        self.max_connections = max_connections
+        self._open_connections = open_connections  # HTTP connections already handed over, still open
+        self.first_byte_timeout = first_byte_timeout
         self._accepting: asyncio.Task[None] | None = None
-        self._routing: set[asyncio.Task[None]] = set()
+        self._routing: set[asyncio.Task[None]] = set()  # connections being routed, and gRPC pumps
 
     @property
     def address(self) -> tuple[str, int]:
@@ -75,6 +93,10 @@ class FrontListener:
                 log.warning("accept failed: %s", exc)
                 await asyncio.sleep(0.1)
                 continue
+            if self.max_connections is not None and \
+                    len(self._routing) + self._open_connections() >= self.max_connections:
+                _turn_away(conn)
+                continue
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             task = loop.create_task(self._route(conn))
             self._routing.add(task)
@@ -82,7 +104,7 @@ class FrontListener:
 
     async def _route(self, conn: socket.socket) -> None:
         try:
-            head = await _peek(conn, _DECIDE)
+            head = await _read_head(conn, _DECIDE, self.first_byte_timeout)
         except (TimeoutError, OSError):
             conn.close()
             return
@@ -90,15 +112,15 @@ class FrontListener:
             conn.close()
             return
         if head.startswith(H2_PREFACE[:_DECIDE]):
-            await self._to_grpc(conn)
+            await self._to_grpc(conn, head)
             return
         loop = asyncio.get_running_loop()
         try:
-            await loop.connect_accepted_socket(self._http_factory, conn)
+            await loop.connect_accepted_socket(lambda: self._http_factory(head), conn)
         except OSError:
             conn.close()
 
-    async def _to_grpc(self, conn: socket.socket) -> None:
+    async def _to_grpc(self, conn: socket.socket, head: bytes) -> None:
         if self.grpc_target is None:
             log.debug("HTTP/2 connection refused: no gRPC server on this appliance yet")
             await _goaway(conn)
@@ -110,6 +132,7 @@ class FrontListener:
             conn.close()
             return
         client_r, client_w = await asyncio.open_connection(sock=conn)
+        backend_w.write(head)
         try:
             await asyncio.gather(_pump(client_r, backend_w), _pump(backend_r, client_w))
         finally:  # also on cancellation at shutdown
@@ -130,29 +153,33 @@ class FrontListener:
                 await self._accepting
 
 
-async def _peek(conn: socket.socket, want: int) -> bytes:
-    """Up to ``want`` bytes from the socket's buffer, left in place for whoever reads it next."""
+async def _read_head(conn: socket.socket, want: int, timeout: float) -> bytes:
+    """The first ``want`` bytes, fewer at EOF or as soon as they cannot be the start of the HTTP/2 preface."""
     loop = asyncio.get_running_loop()
-    async with asyncio.timeout(PEEK_TIMEOUT):
-        while True:
-            readable = loop.create_future()
-            loop.add_reader(conn.fileno(), readable.set_result, None)
-            try:
-                await readable
-            finally:
-                loop.remove_reader(conn.fileno())
-            head = conn.recv(want, socket.MSG_PEEK)
-            # Decide on a full prefix, at EOF, or as soon as the bytes cannot be the HTTP/2 preface.
-            if len(head) >= want or not head or not H2_PREFACE.startswith(head):
-                return head
-            await asyncio.sleep(0.005)  # a partial "P", "PR" or "PRI": wait for the rest
+    head = b""
+    async with asyncio.timeout(timeout):
+        while len(head) < want and H2_PREFACE.startswith(head):
+            chunk = await loop.sock_recv(conn, want - len(head))
+            if not chunk:
+                break
+            head += chunk
+    return head
+
+
+def _turn_away(conn: socket.socket) -> None:
+    """Answer 503 to a connection beyond the limit, without waiting for it, and close it."""
+    with contextlib.suppress(OSError):
+        conn.setblocking(False)
+        conn.send(BUSY)
+    conn.close()
 
 
 async def _goaway(conn: socket.socket) -> None:
     """Tell an HTTP/2 client politely that there is no gRPC here, then close."""
     loop = asyncio.get_running_loop()
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(BlockingIOError):
         conn.recv(65536)  # what the client sent: closing with unread input would reset the connection
+    with contextlib.suppress(OSError):
         await loop.sock_sendall(conn, H2_GOAWAY)
         conn.shutdown(socket.SHUT_WR)
     conn.close()

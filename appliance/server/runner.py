@@ -1,4 +1,5 @@
-"""Run the ASGI app behind the front listener, with uvicorn's HTTP/1.1 protocol and lifecycle.
+"""Run the ASGI app behind the front listener, with uvicorn's HTTP/1.1 protocol (bounded: limits.py) and
+lifecycle.
 
 uvicorn normally opens its own listening server; here ``startup`` builds the same protocol factory and gives
 it to the front instead, so that uvicorn's signal handling, graceful shutdown and lifespan stay as they are.
@@ -15,16 +16,20 @@ from typing import Any
 
 import uvicorn
 
+from appliance.config import HttpSettings
 from appliance.server.front import FrontListener
+from appliance.server.limits import ConnectionLimits, bounded_protocol
 
 log = logging.getLogger(__name__)
 
 
 class ApplianceServer(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, sock: socket.socket, grpc_target: str | None = None) -> None:
+    def __init__(self, config: uvicorn.Config, sock: socket.socket, grpc_target: str | None = None,
+                 http: HttpSettings | None = None) -> None:
         super().__init__(config)
         self._public_sock = sock
         self._grpc_target = grpc_target
+        self._http = http or HttpSettings()
         self.front: FrontListener | None = None
 
     @contextlib.contextmanager
@@ -42,12 +47,15 @@ class ApplianceServer(uvicorn.Server):
             return
         config = self.config
 
-        def create_protocol(_loop: asyncio.AbstractEventLoop | None = None) -> asyncio.Protocol:
+        def create_protocol(head: bytes) -> asyncio.Protocol:
             return config.http_protocol_class(  # type: ignore[call-arg]
-                config=config, server_state=self.server_state, app_state=self.lifespan.state, _loop=_loop
+                config=config, server_state=self.server_state, app_state=self.lifespan.state, head=head
             )
 
-        self.front = FrontListener(self._public_sock, create_protocol, self._grpc_target)
+        self.front = FrontListener(self._public_sock, create_protocol, self._grpc_target,
+                                   max_connections=self._http.max_connections,
+                                   open_connections=lambda: len(self.server_state.connections),
+                                   first_byte_timeout=self._http.header_timeout_seconds)
         await self.front.start()
         self.servers = [self.front]  # type: ignore[list-item]  # uvicorn only calls close() on them
         host, port = self.front.address
@@ -55,13 +63,17 @@ class ApplianceServer(uvicorn.Server):
         self.started = True
 
 
-def make_config(app: Any, log_level: str) -> uvicorn.Config:
+def make_config(app: Any, log_level: str, http: HttpSettings | None = None) -> uvicorn.Config:
+    http = http or HttpSettings()
     return uvicorn.Config(
         app,
         log_level=log_level,
         access_log=log_level == "debug",
         lifespan="on",
-        http="auto",  # httptools when installed (it is a dependency), else h11
+        http=bounded_protocol(ConnectionLimits.from_settings(http)),  # httptools with header/time limits
+        # The front admits at most max_connections, so this bound is reached only by requests still running
+        # for connections already gone: past it they are answered 503.
+        limit_concurrency=http.max_connections + 1,
         ws="none",
         proxy_headers=False,
         server_header=False,
@@ -70,7 +82,8 @@ def make_config(app: Any, log_level: str) -> uvicorn.Config:
     )
 
 
-def run(app: Any, sock: socket.socket, log_level: str = "info", grpc_target: str | None = None) -> int:
-    server = ApplianceServer(make_config(app, log_level), sock, grpc_target)
+def run(app: Any, sock: socket.socket, http: HttpSettings, log_level: str = "info",
+        grpc_target: str | None = None) -> int:
+    server = ApplianceServer(make_config(app, log_level, http), sock, grpc_target, http)
     server.run()
     return 0 if server.started else 3

@@ -10,14 +10,21 @@ from appliance.server.front import H2_GOAWAY, H2_PREFACE, FrontListener, bind
 
 
 class HttpStub(asyncio.Protocol):
-    """Stands in for uvicorn's protocol: answers every request with the bytes it received."""
+    """Stands in for uvicorn's protocol: answers each request (up to its blank line) with the bytes it
+    received, the ones the front read to decide included."""
+
+    def __init__(self, head: bytes) -> None:
+        self.received = head
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport
+        self.data_received(b"")
 
     def data_received(self, data: bytes) -> None:
-        body = b"http:" + data
-        self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))  # type: ignore[attr-defined]
+        self.received += data
+        if b"\r\n\r\n" in self.received:
+            body, self.received = b"http:" + self.received, b""
+            self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))  # type: ignore[attr-defined]
 
 
 async def _echo_backend(path: Path) -> asyncio.Server:

@@ -1,0 +1,236 @@
+"""The front door: one ASGI middleware in front of every HTTP route (admin API, ``/mcp``, the schema).
+
+It keeps web pages out of the memory. A browser lets any page send requests to ``127.0.0.1``, and a page
+whose name is re-pointed at this machine (DNS rebinding) sends them with its own name in ``Host``. So:
+
+* ``Host`` must be a name of this appliance: a loopback name (``localhost``, ``127.x.x.x``, ``[::1]``), beyond
+  loopback also any IP address (a page cannot re-point an address) and the bound name, plus the names of the
+  ``http.allowed_hosts`` setting. Otherwise 421, before any handler runs.
+* ``Origin``, which browsers send on cross-origin requests and every POST, must be the appliance's own origin
+  (same host and port as ``Host``), a loopback page when bound to loopback, or one of ``http.cors_origins``.
+  Otherwise 403. No ``Origin`` at all is a non-browser client (curl, SDKs, agent hosts) and is let in.
+* CORS headers are sent only to the origins of ``http.cors_origins`` (none by default), so other pages cannot
+  read an answer even when they may send the request.
+* A request body larger than ``http.max_body_bytes`` is refused with 413 before any handler sees it (``/mcp``
+  is an ASGI mount, which Litestar's own body limit does not cover).
+
+Every refusal is JSON in the project's error shape ``{"error": {"code", "message"}}``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from appliance.config import Settings
+
+Scope = dict[str, Any]
+Message = dict[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+_WILDCARDS = frozenset({"0.0.0.0", "::", ""})
+_CORS_METHODS = b"GET, POST, DELETE, OPTIONS"
+_CORS_HEADERS = (b"authorization, content-type, accept, mcp-protocol-version, mcp-session-id, last-event-id, "
+                 b"x-kumiho-project, x-kumiho-retrieval-limit, x-kumiho-session")
+
+
+@dataclass(frozen=True)
+class Refusal:
+    status: int
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class DoorPolicy:
+    loopback: bool  # bound to a loopback address
+    names: frozenset[str]  # extra accepted Host names: the bound name and http.allowed_hosts
+    cors_origins: frozenset[str]
+    max_body_bytes: int
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> DoorPolicy:
+        http = settings.http
+        names = {_normal_name(name) for name in http.allowed_hosts}
+        if settings.host not in _WILDCARDS:
+            names.add(_normal_name(settings.host))
+        return cls(settings.is_loopback, frozenset(names),
+                   frozenset(origin.lower().rstrip("/") for origin in http.cors_origins), http.max_body_bytes)
+
+    def host_allowed(self, name: str) -> bool:
+        if name in self.names or _is_loopback_name(name):
+            return True
+        return not self.loopback and _is_address(name)
+
+
+def check_request(policy: DoorPolicy, headers: list[tuple[bytes, bytes]]) -> Refusal | None:
+    """Why the request may not pass the door (Host, then Origin), or None when it may."""
+    hosts = [value for name, value in headers if name == b"host"]
+    origins = [value for name, value in headers if name == b"origin"]
+    if len(hosts) > 1 or len(origins) > 1:
+        return Refusal(400, "bad_request", "send one Host header and at most one Origin header")
+    host = hosts[0].decode("latin-1").strip().lower() if hosts else None
+    if host is not None and not policy.host_allowed(_host_name(host)):
+        return Refusal(421, "forbidden_host", f"Host {_shown(host)} is not a name of this appliance; use its "
+                       "address (e.g. 127.0.0.1) or add the name to the http.allowed_hosts setting")
+    if origins and not origin_allowed(policy, origins[0].decode("latin-1").strip(), host):
+        return Refusal(403, "forbidden_origin", f"requests from the web page {_shown(origins[0].decode('latin-1'))} "
+                       "are refused; a page may call the appliance only when its origin is listed in the "
+                       "http.cors_origins setting")
+    return None
+
+
+def origin_allowed(policy: DoorPolicy, origin: str, host: str | None) -> bool:
+    normal = origin.lower().rstrip("/")
+    if normal in policy.cors_origins:
+        return True
+    try:
+        parts = urlsplit(normal)
+        origin_host = parts.hostname
+    except ValueError:
+        return False
+    if parts.scheme not in ("http", "https") or not origin_host or parts.path or parts.query:
+        return False
+    if host is not None and parts.netloc == host:
+        return True  # the appliance's own pages
+    return policy.loopback and _is_loopback_name(origin_host)
+
+
+def front_door(policy: DoorPolicy) -> Callable[[ASGIApp], ASGIApp]:
+    def middleware(app: ASGIApp) -> ASGIApp:
+        async def door(scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] != "http":
+                await app(scope, receive, send)
+                return
+            headers: list[tuple[bytes, bytes]] = scope["headers"]
+            refusal = check_request(policy, headers)
+            if refusal:
+                await _refuse(send, refusal)
+                return
+            origin = _header(headers, b"origin")
+            cors = origin is not None and origin.lower().rstrip(b"/").decode("latin-1") in policy.cors_origins
+            if cors and scope["method"] == "OPTIONS" and _header(headers, b"access-control-request-method"):
+                await _preflight(send, origin)  # type: ignore[arg-type]
+                return
+            if _has_body(headers):
+                body = await _read_body(receive, policy.max_body_bytes)
+                if body is None:
+                    await _refuse(send, Refusal(
+                        413, "payload_too_large", f"the request body is larger than {policy.max_body_bytes} "
+                        "bytes (the http.max_body_bytes setting); send less per request"))
+                    return
+                receive = _replay(body, receive)
+            if cors:
+                send = _with_cors(send, origin)  # type: ignore[arg-type]
+            await app(scope, receive, send)
+
+        return door
+
+    return middleware
+
+
+async def _read_body(receive: Receive, limit: int) -> bytes | None:
+    """The whole body, or None as soon as it passes ``limit`` (the rest is never buffered)."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"".join(chunks)  # the client left; the handler sees an empty body and then the disconnect
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    delivered = False
+
+    async def replayed() -> Message:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed
+
+
+def _has_body(headers: list[tuple[bytes, bytes]]) -> bool:
+    length = _header(headers, b"content-length")
+    return _header(headers, b"transfer-encoding") is not None or (length is not None and length.strip() != b"0")
+
+
+def _with_cors(send: Send, origin: bytes) -> Send:
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []), *_cors_headers(origin),
+                                              (b"access-control-expose-headers", b"mcp-session-id")]}
+        await send(message)
+
+    return sending
+
+
+def _cors_headers(origin: bytes) -> list[tuple[bytes, bytes]]:
+    return [(b"access-control-allow-origin", origin), (b"vary", b"Origin")]
+
+
+async def _preflight(send: Send, origin: bytes) -> None:
+    await send({"type": "http.response.start", "status": 204, "headers": [
+        *_cors_headers(origin), (b"access-control-allow-methods", _CORS_METHODS),
+        (b"access-control-allow-headers", _CORS_HEADERS), (b"access-control-max-age", b"600")]})
+    await send({"type": "http.response.body", "body": b""})
+
+
+async def _refuse(send: Send, refusal: Refusal) -> None:
+    body = json.dumps({"error": {"code": refusal.code, "message": refusal.message}}).encode()
+    await send({"type": "http.response.start", "status": refusal.status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _header(headers: list[tuple[bytes, bytes]], wanted: bytes) -> bytes | None:
+    return next((value for name, value in headers if name == wanted), None)
+
+
+def _host_name(host: str) -> str:
+    """The name part of a Host value (``[::1]:9190`` → ``::1``, ``localhost:9190`` → ``localhost``)."""
+    if host.startswith("["):
+        return host[1:host.find("]")] if "]" in host else host
+    name = host.rpartition(":")[0] if host.count(":") == 1 else host
+    return _normal_name(name or host)
+
+
+def _normal_name(name: str) -> str:
+    return name.strip().lower().removeprefix("[").removesuffix("]").rstrip(".")
+
+
+def _is_address(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_loopback_name(name: str) -> bool:
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def _shown(value: str) -> str:
+    """A client-sent value, quoted and cut short, for an error message."""
+    return json.dumps(value[:100])
