@@ -65,12 +65,13 @@ def _manifest_model(settings: Settings, default: ChatModel, name: str) -> ChatMo
 
 def _configured_endpoint(settings: Settings, default: ChatModel, name: str, base_url: str) -> ChatModel:
     conf = settings.inference
-    if not conf.endpoint_url:
-        raise InvalidArgument("provider: no model endpoint is configured (inference.endpoint_url); omit provider, "
-                              "model and base_url to use the configured model", field="base_url")
-    if base_url and not _same_url(base_url, conf.endpoint_url):
+    if base_url and not (conf.endpoint_url and _same_url(base_url, conf.endpoint_url)):
         raise InvalidArgument("base_url: only the configured endpoint (inference.endpoint_url) may be used; omit "
-                              "base_url to use it", field="base_url")
+                              "base_url" + (" to use it" if conf.endpoint_url else " (no endpoint is configured)"),
+                              field="base_url")
+    if not conf.endpoint_url:
+        raise InvalidArgument("provider: no model endpoint is configured (inference.endpoint_url); omit provider "
+                              "and model to use the configured model", field="provider")
     if name and name != conf.endpoint_model:
         raise InvalidArgument(f"model: the configured endpoint serves {conf.endpoint_model!r} "
                               "(inference.endpoint_model); omit model to use it", field="model")

@@ -55,7 +55,7 @@ def test_a_path_is_refused_alike_whether_or_not_it_exists(tiny_gguf: Path, tmp_p
 @pytest.mark.parametrize(("args", "field"), [
     ({"provider": "anthropic"}, "provider"),
     ({"model": "gpt-4o"}, "model"),
-    ({"provider": "openai"}, "base_url"),  # no configured endpoint
+    ({"provider": "openai"}, "provider"),  # no configured endpoint
     ({"base_url": "http://127.0.0.1:8080/v1"}, "base_url"),  # not the configured endpoint, even on loopback
     ({"base_url": "https://api.example.com/v1"}, "base_url"),
     ({"api_key": "sk-never-shown-123"}, "api_key"),

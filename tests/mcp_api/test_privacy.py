@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from contextlib import closing
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -276,6 +276,6 @@ def _state(app: Running) -> tuple[Any, ...]:
     items = _call(app, "memory_search", {})
     files = sorted(str(p.relative_to(app.data_dir)) for p in (app.data_dir / "artifacts").rglob("*") if p.is_file())
     with closing(sqlite3.connect(f"file:{app.data_dir / 'working' / 'working.sqlite3'}?mode=ro", uri=True)) as db:
-        rows = [db.execute(f"SELECT count(*) FROM {table}").fetchone()[0]  # noqa: S608 - fixed table names
+        rows = [db.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
                 for table in ("sessions", "messages", "active_pointers", "sequences")]
     return items["total"], files, rows

@@ -145,7 +145,7 @@ def test_model_backed_work_in_one_project_never_reaches_another(
     if report.get("status") == "running":
         report = wait_job(app, report["job_id"])["result"]
     assert report["revisions_assessed"] >= len(held[project])
-    assert script.calls["dream"] and not _leaks(_calls_text(script.calls["dream"]), project, held), "the model saw another project"
+    assert script.calls["dream"] and not _leaks(_calls_text(script.calls["dream"]), project, held)
     assert not _leaks(report, project, held)
 
 

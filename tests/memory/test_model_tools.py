@@ -407,9 +407,10 @@ def test_dream_state_rejects_bad_ratios_and_any_model_the_operator_did_not_set_u
     assert provider.is_error and "provider" in provider.content[0].text
     assert missing.is_error and present.is_error and missing.content[0].text == present.content[0].text
     assert json.loads(missing.content[0].text)["error"]["field"] == "model"
-    for refused in (remote, loopback, openai):
-        assert refused.is_error and "configured endpoint" in refused.content[0].text
+    for refused, field in ((remote, "base_url"), (loopback, "api_key"), (openai, "base_url")):
+        assert refused.is_error and json.loads(refused.content[0].text)["error"]["field"] == field
         assert "sk-test" not in refused.content[0].text
+    assert "configured endpoint" in remote.content[0].text and "configured endpoint" in openai.content[0].text
     assert not app.services.jobs.list(kind="dream_state")  # no run started
 
 
