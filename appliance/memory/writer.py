@@ -19,7 +19,7 @@ from typing import Any
 
 from appliance.core import kref as krefs
 from appliance.core.search import SearchFilter, SearchRequest
-from appliance.errors import InvalidArgument, NotFound
+from appliance.errors import AlreadyExists, InvalidArgument, NotFound
 from appliance.graph import GraphStore
 from appliance.memory import records
 from appliance.memory.spaces import memory_item_name, slug, space_of
@@ -180,7 +180,10 @@ class MemoryWriter:
         if d.bundle_name and not d.revises:
             bundle = g.create_bundle(space, slug(d.bundle_name, 64))
             if not plan.stacked:
-                g.add_bundle_member(bundle.kref, item_kref)
+                try:
+                    g.add_bundle_member(bundle.kref, item_kref)
+                except AlreadyExists:  # the same text stored again lands on its item; checked before any write
+                    pass
             bundle_kref = bundle.kref
         edges, skipped = [], []
         for target in d.source_krefs:

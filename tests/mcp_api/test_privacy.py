@@ -206,23 +206,6 @@ def test_config_show_and_the_log_mask_configured_secrets(tmp_path: Path) -> None
     assert "listening" in log and key not in log and token not in log
 
 
-@pytest.mark.parametrize(("tool", "arguments", "field"), [
-    ("kumiho_memory_store", {"title": "x", "user_text": "y", "project": "P" + SECRETS["api_key"][0]}, "project"),
-    ("kumiho_memory_store", {"title": "x", "user_text": "y", "space_path": SECRETS["github_token"][0]},
-     "space_path"),
-    ("kumiho_memory_store", {"title": "x", "user_text": "y", "space_hint": f"hint {SECRETS['aws_access_key'][0]}"},
-     "space_hint"),
-    ("kumiho_memory_reflect", {"session_id": f"s-{SECRETS['jwt'][0]}", "response": "ok"}, "session_id"),
-    ("kumiho_memory_reflect", {"session_id": "s", "response": "ok", "captures": [
-        {"type": "fact", "title": "t", "content": "c", "space_hint": SECRETS["slack_token"][0]}]},
-     "captures[0].space_hint"),
-    ("kumiho_memory_ingest", {"user_id": "u", "message": "m", "context": SECRETS["password_assignment"][0]},
-     "context"),
-    ("kumiho_memory_store", {"title": "x", "user_text": "y",
-                             "source_revision_krefs": [f"kref://P/s/{SECRETS['api_key'][0]}.conversation?r=1"]},
-     "source_revision_krefs"),
-    ("kumiho_memory_dream_state", {"model": f"/models/{SECRETS['api_key'][0]}.gguf"}, "model"),
-])
 def test_a_name_or_reference_holding_a_credential_is_refused_and_nothing_is_written(names_app: Running) -> None:
     project, session = "P" + SECRETS["api_key"][0], f"s-{SECRETS['jwt'][0]}"
     refused = [
