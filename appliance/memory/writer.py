@@ -8,6 +8,7 @@ failure leaves neither a half-written graph nor orphan artifacts.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import unicodedata
@@ -180,10 +181,9 @@ class MemoryWriter:
         if d.bundle_name and not d.revises:
             bundle = g.create_bundle(space, slug(d.bundle_name, 64))
             if not plan.stacked:
-                try:
+                # the same text stored again lands on its item, already a member (checked before any write)
+                with contextlib.suppress(AlreadyExists):
                     g.add_bundle_member(bundle.kref, item_kref)
-                except AlreadyExists:  # the same text stored again lands on its item; checked before any write
-                    pass
             bundle_kref = bundle.kref
         edges, skipped = [], []
         for target in d.source_krefs:

@@ -72,8 +72,8 @@ def _write_calls(kind: str, secret: str) -> list[tuple[str, dict[str, Any]]]:
     metadata = {"note": f"note {secret}", "password": UNLABELLED, "api_key": SHORT, "nested": {"deeper": [secret]},
                 **{f"k{i} {line}": "key of its own" for i, line in enumerate(lines)}}
     stored = {"summary": f"Summary {secret}", "user_text": f"User {secret}", "assistant_text": f"Assistant {secret}",
-              "tags": [*lines, SHORT, "published"], "metadata": metadata, "bundle_name": f"bundle {secret}", "memory_type": "fact",
-              "space_path": f"privacy/{kind}"}
+              "tags": [*lines, SHORT, "published"], "metadata": metadata, "bundle_name": f"bundle {secret}",
+              "memory_type": "fact", "space_path": f"privacy/{kind}"}
     captures = [{"type": "fact", "title": f"Capture {kind} {secret}", "content": f"Captured {secret}",
                  "tags": [*lines, SHORT], "event_date": secret}]
     summary = {"title": f"Consolidated {secret}", "summary": f"Summary {secret}", "type": "summary",
