@@ -114,6 +114,7 @@ def test_reads_in_one_project_never_show_another(world: tuple[InProcess, Script,
     # without a project the operator's search spans every project (the admin API is the operator's)
     everything = app.get(f"/api/v1/search?q={TOPIC}&limit=100")
     assert {r["revision_kref"] for r in everything["results"]} >= set(held["Alpha"] + held["Beta"])
+    assert _leaks(everything, project, held)  # which is what every answer above would look like if scoping failed
 
 
 @pytest.mark.parametrize("project", list(PROJECTS))
