@@ -205,7 +205,7 @@ def _no_credential_kept(app: Running, rounds: dict[str, str]) -> None:
     assert not [t for t in transcripts if EMAIL in t or PHONE in t or "[email]" not in t]
 
 
-def test_config_show_and_the_log_mask_configured_secrets(tmp_path: Path) -> None:
+def test_config_show_and_the_debug_log_hold_no_credential(tmp_path: Path) -> None:
     key, token = SECRETS["api_key"][0], "tok-" + "Q7w8E9r0T1y2U3i4O5p6A7s8"
     env = cli_env(tmp_path / "data", KUMIHO_CE_INFERENCE__ENDPOINT_API_KEY=key, KUMIHO_CE_API_TOKEN=token)
     shown = kumiho_ce("config", "show", env=env)
@@ -213,10 +213,16 @@ def test_config_show_and_the_log_mask_configured_secrets(tmp_path: Path) -> None
     assert key not in shown.stdout + shown.stderr and token not in shown.stdout + shown.stderr
     with serve(tmp_path / "data", KUMIHO_CE_INFERENCE__ENDPOINT_API_KEY=key, KUMIHO_CE_API_TOKEN=token,
                KUMIHO_CE_LOG_LEVEL="debug") as running:
-        assert httpx.get(running.base_url + "/api/_live", timeout=10).status_code == 200
+        # at debug level access lines show query strings and the MCP library logs request bodies
+        searched = httpx.get(running.base_url + "/api/v1/search", params={"q": f"where is {BATTERY}"}, timeout=30)
+        assert searched.status_code == 200
+        stored = _call(running, "kumiho_memory_store", {"title": "Debug", "user_text": f"Logged? {BATTERY}"})
+        assert stored["stored"] is True
         assert running.stop() == 0
     log = (tmp_path / "data.log").read_text()
+    assert "GET /api/v1/search?q=where" in log and "Logged?" in log  # the lines are there, redacted
     assert "listening" in log and key not in log and token not in log
+    assert not _found(log.encode(), "the debug log")
 
 
 def test_a_name_or_reference_holding_a_credential_is_refused_and_nothing_is_written(names_app: Running) -> None:
