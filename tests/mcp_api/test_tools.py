@@ -349,7 +349,7 @@ def test_model_backed_tools_say_plainly_what_they_skipped(app: Running) -> None:
     assert edges["count"] == 0 and edges["skipped"].startswith("no local model")
     assert dry["success"] is True and dry["would_assess"] >= 1 and dry["deprecated"] == 0
     assert wet["success"] is False and "no local model" in wet["skipped"]
-    assert remote.is_error and "allow_remote_endpoints" in remote.content[0].text
+    assert remote.is_error and "only the configured endpoint" in remote.content[0].text  # no other server
 
 
 def test_operator_lookup_tools(app: Running) -> None:
