@@ -10,6 +10,7 @@ import argparse
 import json
 import logging
 import sys
+import urllib.parse
 from collections.abc import Sequence
 from dataclasses import asdict
 
@@ -64,13 +65,16 @@ def _settings(args: argparse.Namespace, **overrides: object) -> Settings:
 
 
 class _NoCredentials(logging.Filter):
-    """No credential reaches the log: at debug level access lines show query strings and the MCP library shows
-    request bodies, and tool arguments are redacted only once the tool call is dispatched."""
+    """No credential reaches the log: at debug level access lines show query strings (percent-encoded, so they
+    are read decoded too), and libraries log what they received before a tool call is dispatched and redacted."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        cleaned, kinds = redaction.redact_secrets(record.getMessage())
-        if kinds:
-            record.msg, record.args = cleaned, ()
+        message = record.getMessage()
+        for text in (message, urllib.parse.unquote_plus(message)):
+            cleaned, kinds = redaction.redact_secrets(text)
+            if kinds:
+                record.msg, record.args = cleaned, ()
+                message = cleaned
         return True
 
 
