@@ -114,11 +114,15 @@ def _found(data: bytes, where: str) -> list[str]:
     return [f"{needle} in {where}" for needle in (*NEEDLES, SHORT_NEEDLE, UNLABELLED) if needle.encode() in data]
 
 
-def _grep_tree(root: Path) -> list[str]:
+def _grep_tree(root: Path, searched: dict[str, int] | None = None) -> list[str]:
     """Every file under ``root`` as bytes, whatever it is (graph, WAL, .lance, SQLite and its WAL, Markdown)."""
     hits: list[str] = []
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        hits += _found(path.read_bytes(), str(path.relative_to(root)))
+        data = path.read_bytes()
+        hits += _found(data, str(path.relative_to(root)))
+        if searched is not None:
+            searched["files"] = searched.get("files", 0) + 1
+            searched["bytes"] = searched.get("bytes", 0) + len(data)
     return hits
 
 
@@ -194,12 +198,17 @@ def _no_credential_kept(app: Running, rounds: dict[str, str]) -> None:
     assert search.status_code == 200 and search.json()["results"]
     hits = [hit for tool, text, _ in answers for hit in _found(text.encode(), f"the answer of {tool}")]
     hits += _found(search.content, "/api/v1/search")
-    hits += _grep_tree(app.data_dir)  # while running: the graph WAL, the SQLite WAL, unoptimised index files
+    running: dict[str, int] = {}
+    hits += _grep_tree(app.data_dir, running)  # while running: the graph WAL, the SQLite WAL, unoptimised index files
     assert not hits, hits
     assert app.stop() == 0
     log = app.data_dir.parent / f"{app.data_dir.name}.log"
-    hits = _grep_tree(app.data_dir) + _found(log.read_bytes(), "the server log")
+    stopped: dict[str, int] = {}
+    hits = _grep_tree(app.data_dir, stopped) + _found(log.read_bytes(), "the server log")
     assert not hits, hits
+    print(json.dumps({"privacy": {"rounds": len(rounds), "tool_calls": len(answers), "credential_kinds": len(SECRETS),
+                                  "needles": len(NEEDLES) + 2, "searched_while_running": running,
+                                  "searched_after_stop": stopped, "log_bytes": log.stat().st_size, "found": 0}}))
     transcripts = [p.read_text() for p in (app.data_dir / "artifacts").rglob("*.md") if "### User" in p.read_text()]
     assert len(transcripts) == len(rounds)  # one consolidation transcript a round: structured PII is gone
     assert not [t for t in transcripts if EMAIL in t or PHONE in t or "[email]" not in t]
