@@ -106,6 +106,7 @@ def test_reads_in_one_project_never_show_another(world: tuple[InProcess, Script,
     }
     for name, answer in answers.items():
         assert not _leaks(answer, project, held), (name, _leaks(answer, project, held))
+    print(json.dumps({"isolation": {"project": project, "reads_checked": sorted(answers), "leaks": 0}}))
     # and each read does find this project's own memories: the query reaches both projects' words
     for name in ("engage (header)", "recall (header)", "memory_engage (argument, other header)", "retrieve search",
                  "retrieve (header)", "memory_retrieve", "fulltext", "memory_fulltext"):
@@ -148,6 +149,9 @@ def test_model_backed_work_in_one_project_never_reaches_another(
     assert report["revisions_assessed"] >= len(held[project])
     assert script.calls["dream"] and not _leaks(_calls_text(script.calls["dream"]), project, held)
     assert not _leaks(report, project, held)
+    print(json.dumps({"isolation": {"project": project, "model_backed_checked": [
+        "ingest recall", "consolidate prompt, transcript and REFERENCED edges", "discover_edges",
+        "dream_state prompts and report"], "model_calls_seen": len(script.calls["dream"]), "leaks": 0}}))
 
 
 def _calls_text(calls: list[Any]) -> str:
