@@ -76,6 +76,11 @@ test-long: install-test
 	@$(PYTEST) -m long; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test-long: no tests were collected" >&2; exit 1; fi; exit $$rc
 
+# Privacy and isolation: every kind of credential alone through every tool argument, the data directory,
+# log and answers searched for it; projects never see each other. `make test` runs the one-round version.
+test-privacy: install-test
+	$(PYTEST) tests/mcp_api/test_privacy.py tests/memory/test_isolation.py
+
 bench: install
 	$(BIN)/python benchmarks/graph_bench.py
 	$(BIN)/python benchmarks/http_bench.py

@@ -10,11 +10,13 @@ import argparse
 import json
 import logging
 import sys
+import urllib.parse
 from collections.abc import Sequence
 from dataclasses import asdict
 
 from appliance import __version__
 from appliance.config import Settings, load_settings, render_toml, resolve_config_path
+from appliance.core import redaction
 from appliance.errors import KumihoError
 from appliance.inference import install as models_cli
 
@@ -62,10 +64,26 @@ def _settings(args: argparse.Namespace, **overrides: object) -> Settings:
     return load_settings(resolve_config_path(args.config), **given)
 
 
+class _NoCredentials(logging.Filter):
+    """No credential reaches the log: at debug level access lines show query strings (percent-encoded, so they
+    are read decoded too), and libraries log what they received before a tool call is dispatched and redacted."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        for text in (message, urllib.parse.unquote_plus(message)):
+            cleaned, kinds = redaction.redact_secrets(text)
+            if kinds:
+                record.msg, record.args = cleaned, ()
+                message = cleaned
+        return True
+
+
 def _configure_logging(level: str) -> None:
     # stderr only: in stdio MCP mode stdout carries nothing but protocol
     logging.basicConfig(level=level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_NoCredentials())
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -6,6 +6,9 @@
   by ``[email]``, ``[phone]``… (for transcripts written at consolidation). Every redactor has the shape
   ``text -> (text, kinds)``, so ``compose(redact_pii, ner_step)`` chains a later NER pass after it.
   ``secret_spans(text)`` and ``pii_spans(text)`` give what they replace as (start, end, kind), offsets into ``text``.
+* ``redact_arguments(arguments)`` is the one pass every tool call goes through before the tool sees it (the
+  write boundary): every string anywhere in the arguments is redacted, except names and references
+  (``IDENTIFIER_ARGUMENTS``), which are refused when they hold a credential.
 * ``skip_reason(text, key)`` says why a text is never stored (cron output, heartbeats, distilled content,
   empty text, ``assistant_resp*`` auto-save keys), or None.
 
@@ -19,9 +22,11 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from appliance.errors import InvalidArgument
 
 SECRET = "[secret]"
 
@@ -234,6 +239,44 @@ def _redact(value: Any, kinds: set[str]) -> Any:
         items = [_redact(item, kinds) for item in value]
         return type(value)._make(items) if hasattr(value, "_make") else tuple(items)
     return value
+
+
+# ------------------------------------------------------------------------------------- the write boundary
+
+# Arguments that name or address something: projects, spaces, sessions, krefs, kinds, edge types, tags. They
+# are stored and shown as given (in krefs, paths, session lists), and a changed one would silently name
+# something else or merge two names, so one holding a credential is refused instead of redacted.
+IDENTIFIER_ARGUMENTS = frozenset({
+    "project", "space_path", "space_paths", "space_hint", "session_id", "context", "context_filter",
+    "name_filter", "kind_filter", "kind", "kinds", "space", "kref", "item_kref", "revision_kref", "source_krefs",
+    "source_revision_krefs", "policy_kref", "memory_item_kind", "memory_types", "edge_type", "artifact_name",
+    "tag", "bundle_names", "idempotency_prefix", "code_project", "provider", "model", "base_url"})
+CAPTURE_IDENTIFIERS = frozenset({"type", "revises", "space_hint"})  # the same, inside reflect's captures
+
+
+def refuse_credential(value: Any, field: str) -> None:
+    """``InvalidArgument`` naming ``field`` (never the value) when a string in ``value`` holds a credential."""
+    strings = [value] if isinstance(value, str) else [v for v in value if isinstance(v, str)] \
+        if isinstance(value, list | tuple) else []
+    kinds = sorted({kind for text in strings for *_, found in secret_spans(text) for kind in found})
+    if kinds:
+        raise InvalidArgument(f"{field}: holds what looks like a credential ({', '.join(kinds)}); names and "
+                              "references are kept as given, so they cannot be redacted: leave the credential out",
+                              field=field)
+
+
+def redact_arguments(arguments: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """A tool call's arguments with every credential replaced by ``[secret]`` (``redact_value``: strings at any
+    depth, dict keys, values under credential-named keys), and the kinds found; an identifier argument
+    holding one is refused (``refuse_credential``). Nothing is stored before this has run."""
+    for name in IDENTIFIER_ARGUMENTS & arguments.keys():
+        refuse_credential(arguments[name], name)
+    captures = arguments.get("captures")
+    for index, capture in enumerate(captures if isinstance(captures, list) else []):
+        for name in CAPTURE_IDENTIFIERS & (capture.keys() if isinstance(capture, dict) else set()):
+            refuse_credential(capture[name], f"captures[{index}].{name}")
+    cleaned, kinds = redact_value(dict(arguments))
+    return cleaned, kinds
 
 
 # --------------------------------------------------------------------------------------------------- PII

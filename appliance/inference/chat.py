@@ -125,8 +125,9 @@ def validate_output(value: Any, schema: Mapping[str, Any], model_id: str) -> dic
     try:
         jsonschema.validate(value, schema, cls=jsonschema.Draft202012Validator)
     except jsonschema.ValidationError as exc:
+        # the rule broken, not the value: a model's (or an endpoint's) text is never passed on
         raise ModelOutputError(f"{model_id} answered JSON that breaks the schema at "
-                               f"{'/'.join(map(str, exc.absolute_path)) or 'the top'}: {exc.message}") from None
+                               f"{'/'.join(map(str, exc.absolute_path)) or 'the top'} ({exc.validator})") from None
     return value  # type: ignore[no-any-return]
 
 
@@ -141,7 +142,7 @@ def parse_json_answer(text: str, finish: str, schema: Mapping[str, Any], model_i
         if finish == "length":
             raise ModelOutputError(f"{model_id} used all {max_tokens} tokens before its JSON answer was "
                                    "complete: bound the schema (maxLength, maxItems) or allow more tokens") from None
-        raise ModelOutputError(f"{model_id} answered text that is not JSON: {text[:200]!r}") from None
+        raise ModelOutputError(f"{model_id} answered text that is not JSON ({len(text)} characters)") from None
     return validate_output(value, schema, model_id)
 
 

@@ -16,12 +16,14 @@ in-process GGUF.
   is checked before the request is sent and again when the answer arrives (a late answer is dropped).
 * **Secrets**: the API key goes in the ``Authorization`` header only; no error message or log names it,
   and URLs are shown without user info or query string.
+* **Nothing the server says is passed on**: an error names the HTTP status or what was wrong with the
+  answer, never the server's text (its body, a refusal, an invalid answer); only fields the appliance parsed
+  and validated leave this module.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import json
 import logging
 import re
 import threading
@@ -183,13 +185,12 @@ class EndpointModel:
             raise ModelUnavailable(f"the endpoint refused the API key (HTTP {response.status_code} from "
                                    f"{self.base_url}); check the key" + ("" if self._api_key else " (none is set)"))
         if not response.is_success:
-            raise ModelError(f"{self.base_url} answered HTTP {response.status_code}: "
-                             f"{self._redacted(response.text[:200])!r}")
+            raise ModelError(f"{self.base_url} answered HTTP {response.status_code} (the server's log says why)")
         try:
             return response.json()
         except ValueError:
-            raise ModelError(f"{self.base_url} answered something that is not JSON: "
-                             f"{self._redacted(response.text[:200])!r}") from None
+            raise ModelError(f"{self.base_url} answered something that is not JSON "
+                             f"({len(response.content)} bytes)") from None
 
     def _message(self, answer: Any) -> tuple[str, str | None, int | None]:
         """(content, finish_reason, completion tokens) of the first choice."""
@@ -197,13 +198,12 @@ class EndpointModel:
             choice = answer["choices"][0]
             message = choice["message"]
         except (KeyError, IndexError, TypeError):
-            raise ModelError(f"{self.base_url} answered JSON that is not a chat completion: "
-                             f"{self._redacted(json.dumps(answer)[:200])!r}") from None
+            raise ModelError(f"{self.base_url} answered JSON that is not a chat completion (no "
+                             "choices[0].message)") from None
         content = message.get("content") if isinstance(message, dict) else None
         if not isinstance(content, str):
-            refusal = message.get("refusal") if isinstance(message, dict) else None
-            raise ModelOutputError(f"{self.model_id} answered no text" + (f" (it refused: {refusal!r})"
-                                                                          if refusal else ""))
+            refused = isinstance(message, dict) and bool(message.get("refusal"))
+            raise ModelOutputError(f"{self.model_id} answered no text" + (" (it refused)" if refused else ""))
         usage = answer.get("usage") if isinstance(answer, dict) else None
         used = usage.get("completion_tokens") if isinstance(usage, dict) else None
         return content, choice.get("finish_reason"), used if isinstance(used, int) else None

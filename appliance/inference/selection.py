@@ -1,14 +1,19 @@
 """The model one call asks for: ``dream_state``'s ``provider``/``model``/``base_url``/``api_key`` (MISSION §3).
 
-The default is the configured model. ``provider`` local (or none) with ``model`` a ``.gguf`` path loads that
-file for the call; ``provider`` openai (any OpenAI-compatible server) or a ``base_url`` selects an endpoint —
-on loopback, or beyond it only when ``inference.allow_remote_endpoints`` is set (D6).
+A caller may choose only among what the operator set up: the configured model, another model of the
+manifest by name (``kumiho-ce models list``) once it is installed, or the configured OpenAI-compatible
+endpoint (``inference.endpoint_url``). Anything else is refused before any file is opened or any connection
+is made, and with one message whatever the value names: a file path would otherwise make llama.cpp open a
+file of the caller's choosing and tell whether it exists, and a ``base_url`` would send the batch's memories
+to a server of the caller's choosing. A per-call ``api_key`` is refused too: the endpoint's key is
+``inference.endpoint_api_key``.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
+
+import httpx
 
 from appliance.config import Settings
 from appliance.errors import InvalidArgument
@@ -20,32 +25,70 @@ ENDPOINT = ("openai", "openai-compatible", "endpoint", "llama-server", "ollama",
 
 def model_for_call(settings: Settings, default: ChatModel, args: dict[str, Any]) -> ChatModel:
     """The model the arguments select; the caller closes it when it is not ``default``."""
-    conf = settings.inference
     provider = str(args.get("provider") or "").strip().lower()
     name = str(args.get("model") or "").strip()
     base_url = str(args.get("base_url") or "").strip()
+    if args.get("api_key"):
+        raise InvalidArgument("api_key: a call cannot bring its own key; the endpoint's key is the configured "
+                              "inference.endpoint_api_key (omit api_key)", field="api_key")
     if base_url or provider in ENDPOINT:
-        from appliance.inference.remote import EndpointModel
-
-        url = base_url or conf.endpoint_url
-        if not url:
-            raise InvalidArgument("base_url: give the OpenAI-compatible server's URL (e.g. http://127.0.0.1:8080/v1) "
-                                  "or configure inference.endpoint_url", field="base_url")
-        key = str(args.get("api_key") or "") or (conf.endpoint_api_key.get_secret_value()
-                                                 if conf.endpoint_api_key and not base_url else None)
-        return EndpointModel(url, name or conf.endpoint_model, api_key=key or None,
-                             request_timeout=conf.request_timeout_seconds, allow_remote=conf.allow_remote_endpoints)
+        return _configured_endpoint(settings, default, name, base_url)
     if provider not in LOCAL:
-        raise InvalidArgument(f"provider: {provider!r} is not available offline; use local (the appliance's "
-                              "llama.cpp model) or openai (an OpenAI-compatible server, with base_url)",
-                              field="provider")
+        raise InvalidArgument(f"provider: {provider[:40]!r} is not available offline; use local (the "
+                              "appliance's llama.cpp models) or openai (the configured endpoint)", field="provider")
     if not name or name == default.model_id:
         return default
-    path = Path(name).expanduser()
-    if path.suffix != ".gguf" or not path.is_file():
-        raise InvalidArgument(f"model: {name!r} is neither the configured model ({default.model_id}) nor an "
-                              "existing .gguf file on this machine", field="model")
+    return _manifest_model(settings, default, name)
+
+
+def _manifest_model(settings: Settings, default: ChatModel, name: str) -> ChatModel:
+    """A manifest model by name, installed; never a path (the one refusal does not depend on the file system)."""
+    from appliance.inference.install import chat_models, installed_path
+
+    models = chat_models()
+    if name not in models:
+        raise InvalidArgument(f"model: not a model of this appliance; name one of {', '.join(models)} "
+                              f"(`kumiho-ce models list`) or omit model for the configured one ({default.model_id})",
+                              field="model")
+    path = installed_path(settings, name)
+    if path is None:
+        raise InvalidArgument(f"model: {name} is not installed; the operator installs it with `kumiho-ce models "
+                              f"install {name}`, or omit model for the configured one ({default.model_id})",
+                              field="model")
     from appliance.inference.llm import LlamaModel
 
-    return LlamaModel(path, model_id=f"gguf:{path.name}", context_tokens=conf.context_tokens, threads=conf.threads,
-                      batch_threads=conf.batch_threads, request_timeout=conf.request_timeout_seconds)
+    conf, entry = settings.inference, models[name]
+    return LlamaModel(path, model_id=name, sha256=entry["sha256"], size=entry["size"],
+                      context_tokens=conf.context_tokens, threads=conf.threads, batch_threads=conf.batch_threads,
+                      request_timeout=conf.request_timeout_seconds)
+
+
+def _configured_endpoint(settings: Settings, default: ChatModel, name: str, base_url: str) -> ChatModel:
+    conf = settings.inference
+    if base_url and not (conf.endpoint_url and _same_url(base_url, conf.endpoint_url)):
+        raise InvalidArgument("base_url: only the configured endpoint (inference.endpoint_url) may be used; omit "
+                              "base_url" + (" to use it" if conf.endpoint_url else " (no endpoint is configured)"),
+                              field="base_url")
+    if not conf.endpoint_url:
+        raise InvalidArgument("provider: no model endpoint is configured (inference.endpoint_url); omit provider "
+                              "and model to use the configured model", field="provider")
+    if name and name != conf.endpoint_model:
+        raise InvalidArgument(f"model: the configured endpoint serves {conf.endpoint_model!r} "
+                              "(inference.endpoint_model); omit model to use it", field="model")
+    if conf.chat_model == "endpoint":
+        return default
+    from appliance.inference.remote import EndpointModel
+
+    key = conf.endpoint_api_key.get_secret_value() if conf.endpoint_api_key else None
+    return EndpointModel(conf.endpoint_url, conf.endpoint_model, api_key=key,
+                         request_timeout=conf.request_timeout_seconds, allow_remote=conf.allow_remote_endpoints)
+
+
+def _same_url(given: str, configured: str) -> bool:
+    """The same endpoint, however the caller spells it (case of scheme and host, a trailing slash)."""
+    try:
+        a, b = httpx.URL(given), httpx.URL(configured)
+    except (httpx.InvalidURL, TypeError):
+        return False
+    return (a.scheme, a.host, a.port, a.path.rstrip("/"), a.userinfo, a.query) == \
+        (b.scheme, b.host, b.port, b.path.rstrip("/"), b.userinfo, b.query)

@@ -20,6 +20,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 
 from appliance import __version__
+from appliance.core import redaction
 from appliance.errors import InvalidArgument, KumihoError
 from appliance.mcp_api.catalogue import ToolSpec, tools, validated
 from appliance.memory.operator import OperatorTools
@@ -97,13 +98,28 @@ def call(table: dict[str, Handler], name: str, arguments: dict[str, Any] | None,
     if handler is None:
         return error_result("not_found", f"unknown tool {name!r}; tools/list names the available ones")
     try:
-        result = handler(validated(name, arguments), client)
+        args, kinds = _redacted(arguments or {}, client)
+        result = handler(validated(name, args), client)
     except KumihoError as exc:
-        return _text_result({"error": exc.to_dict()}, True)
+        error = exc.to_dict()
+        error["message"] = redaction.redact_secrets(str(error["message"]))[0]  # no answer carries one either
+        return _text_result({"error": error}, True)
     except Exception:  # a defect: the agent gets a plain message, the log gets the traceback
         log.exception("tool %s failed", name)
         return error_result("internal", f"{name} failed unexpectedly; the appliance log has the details")
+    if kinds:
+        result = {**result, "redacted": sorted({*result.get("redacted", []), *kinds})}
     return _text_result(result, False)
+
+
+def _redacted(arguments: dict[str, Any], client: Client) -> tuple[dict[str, Any], list[str]]:
+    """The write boundary (D5): every call's arguments pass ``redaction.redact_arguments`` once, before the tool
+    runs, so no credential reaches the graph, the index, the working memory, an artifact, the model's response
+    cache or a log; the forwarded project and session headers are names and refuse one like name arguments."""
+    redaction.refuse_credential(client.project, PROJECT_HEADER)
+    if client.host_session_id:
+        redaction.refuse_credential(client.host_session_id, SESSION_HEADER)
+    return redaction.redact_arguments(arguments)
 
 
 def build_server(table: dict[str, Handler], default_project: str) -> Server[Any]:

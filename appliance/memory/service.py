@@ -9,7 +9,6 @@ import json
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -45,23 +44,6 @@ _EVENT_DATE = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
 EVIDENCE_LEVELS = ("official", "corroborated", "single_source", "unverified")
 CONSOLIDATE_AFTER = 50  # buffered messages before ingest says should_consolidate
 RECALLED_KEPT = 20  # krefs a session remembers having recalled (its summary links to them)
-
-
-@dataclass
-class Redactions:
-    """What D5 replaced by [secret] during one call (reported as ``redacted``)."""
-
-    kinds: set[str] = field(default_factory=set)
-
-    def clean(self, value: Any) -> Any:
-        cleaned, found = redaction.redact_value(value)
-        self.kinds.update(found)
-        return cleaned
-
-    def report(self, result: dict[str, Any]) -> dict[str, Any]:
-        if self.kinds:
-            result["redacted"] = sorted(self.kinds)
-        return result
 
 
 class MemoryService(ModelBackedTools):
@@ -192,7 +174,6 @@ class MemoryService(ModelBackedTools):
 
     # -- writes ----------------------------------------------------------------------------------------
     def store(self, args: dict[str, Any], client: Client, *, operator: bool = False) -> dict[str, Any]:
-        red = Redactions()
         user_text = str(args.get("user_text") or "")
         assistant_text = str(args.get("assistant_text") or "")
         if not (user_text.strip() or assistant_text.strip() or (operator and args.get("title"))):
@@ -202,22 +183,20 @@ class MemoryService(ModelBackedTools):
         if skipped:
             return {"stored": False, "skipped": skipped}
         project = project_of(args, client)
-        draft = self._draft(args, project, red, user_text, assistant_text)
+        draft = self._draft(args, project, user_text, assistant_text)
         result = self.writer.write([self.writer.plan(draft)])[0]
-        return red.report({"stored": True, **result})
+        return {"stored": True, **result}
 
-    def _draft(self, args: dict[str, Any], project: str, red: Redactions, user_text: str,
-               assistant_text: str) -> Draft:
-        summary = clip_summary(red.clean(str(args.get("summary") or assistant_text or user_text or
-                                             args.get("title") or "")))
-        title = red.clean(str(args.get("title") or summary[:120]))
+    def _draft(self, args: dict[str, Any], project: str, user_text: str, assistant_text: str) -> Draft:
+        summary = clip_summary(str(args.get("summary") or assistant_text or user_text or args.get("title") or ""))
+        title = str(args.get("title") or summary[:120])
         memory_type = str(args.get("memory_type") or "summary").lower()
         return Draft(
             project=project, space=storage_space(project, args.get("space_path"), args.get("space_hint")),
             kind=str(args.get("memory_item_kind") or "conversation"), memory_type=memory_type,
-            title=title, summary=summary, user_text=red.clean(user_text), assistant_text=red.clean(assistant_text),
-            tags=red.clean(list(args["tags"])) if args.get("tags") else None,
-            metadata=red.clean(records.metadata_values(args.get("metadata"))),
+            title=title, summary=summary, user_text=user_text, assistant_text=assistant_text,
+            tags=list(args["tags"]) if args.get("tags") else None,
+            metadata=records.metadata_values(args.get("metadata")),
             bundle_name=str(args.get("bundle_name") or ""), source_krefs=_krefs(args.get("source_revision_krefs")),
             edge_type=str(args.get("edge_type") or "DERIVED_FROM"),
             artifact_name=str(args.get("artifact_name") or "chat_io"),
@@ -226,20 +205,19 @@ class MemoryService(ModelBackedTools):
 
     def reflect(self, args: dict[str, Any], client: Client) -> dict[str, Any]:
         """Buffer the response, then store every capture in one transaction (all or none)."""
-        red = Redactions()
         project = project_of(args, client)
         captures = args.get("captures") or []
         sources = _krefs(args.get("source_krefs"))
         drafts, dropped = [], []
         for index, capture in enumerate(captures):  # validate everything before writing anything
-            draft, bad_date = self._capture_draft(index, capture, args, project, sources, red)
+            draft, bad_date = self._capture_draft(index, capture, args, project, sources)
             drafts.append(draft)
             if bad_date:
                 dropped.append({"title": draft.title, "event_date": bad_date})
         session_id, source = resolve_session(self.working, session_id=args.get("session_id"),
                                              user_id=args.get("user_id"), context=args.get("context"),
                                              host_session_id=client.host_session_id, project=project)
-        response = red.clean(str(args["response"]))
+        response = str(args["response"])
         appended = None
         if response.strip() and not redaction.skip_reason(response):
             appended = self.working.append(project, session_id, "assistant", response)
@@ -257,10 +235,10 @@ class MemoryService(ModelBackedTools):
             self._remember_recalled(project, session_id, sources)
         if dropped:
             result["dropped_event_dates"] = dropped
-        return red.report(result)
+        return result
 
     def _capture_draft(self, index: int, capture: dict[str, Any], args: dict[str, Any], project: str,
-                       sources: list[str], red: Redactions) -> tuple[Draft, str | None]:
+                       sources: list[str]) -> tuple[Draft, str | None]:
         where = f"captures[{index}]"
         kind = capture.get("type")
         if not isinstance(kind, str) or not _CAPTURE_TYPE.match(kind):
@@ -285,22 +263,21 @@ class MemoryService(ModelBackedTools):
         revises = str(capture.get("revises") or "")
         if revises:
             krefs.parse(revises, f"{where}.revises")
-        content = clip_summary(red.clean(capture["content"]))
+        content = clip_summary(capture["content"])
         draft = Draft(
             project=project, space=storage_space(project, None, space_hint), kind="conversation",
-            memory_type=kind, title=red.clean(capture["title"].strip())[:200], summary=content,
-            assistant_text=content, tags=red.clean(list(capture["tags"])) if capture.get("tags") else None,
+            memory_type=kind, title=capture["title"].strip()[:200], summary=content,
+            assistant_text=content, tags=list(capture["tags"]) if capture.get("tags") else None,
             metadata=metadata, source_krefs=sources, stack=bool(space_hint), revises=revises)
         return draft, bad_date
 
     # -- working memory --------------------------------------------------------------------------------
     def ingest(self, args: dict[str, Any], client: Client) -> dict[str, Any]:
-        red = Redactions()
         project = project_of(args, client)
         session_id, source = resolve_session(
             self.working, session_id=args.get("session_id") or None, user_id=args["user_id"],
             context=args.get("context") or "personal", host_session_id=client.host_session_id, project=project)
-        message = red.clean(str(args["message"]))
+        message = str(args["message"])
         skipped = redaction.skip_reason(message)
         if not skipped:
             appended = self.working.append(project, session_id, "user", message)
@@ -323,22 +300,20 @@ class MemoryService(ModelBackedTools):
                   "should_consolidate": self.working.count(project, session_id) >= CONSOLIDATE_AFTER}
         if skipped:
             result["skipped"] = skipped
-        return red.report(result)
+        return result
 
     def add_response(self, args: dict[str, Any], client: Client) -> dict[str, Any]:
-        red = Redactions()
         project = project_of(args, client)
         session_id, source = resolve_session(self.working, session_id=args.get("session_id"),
                                              user_id=args.get("user_id"), context=args.get("context"),
                                              host_session_id=client.host_session_id, project=project)
-        response = red.clean(str(args["response"]))
+        response = str(args["response"])
         skipped = redaction.skip_reason(response)
         if skipped:
             return {"success": False, "skipped": skipped, "session_id": session_id, "session_id_source": source}
         appended = self.working.append(project, session_id, "assistant", response)
-        return red.report({"success": True, "message_count": appended.message_count,
-                           "created_bucket": appended.created_bucket, "session_id": session_id,
-                           "session_id_source": source})
+        return {"success": True, "message_count": appended.message_count,
+                "created_bucket": appended.created_bucket, "session_id": session_id, "session_id_source": source}
 
     def consolidate(self, args: dict[str, Any], client: Client) -> dict[str, Any]:
         """Summarise the session's buffer with the model (or store an agent-written ``summary``), write the
@@ -377,15 +352,15 @@ class MemoryService(ModelBackedTools):
                             host_session_id: str | None = None, evidence_level: str | None = None,
                             job: Job | None = None) -> dict[str, Any]:
         """The whole consolidation of one session; the idle-session sweep calls it too."""
-        red = Redactions()
         # every buffered message: the transcript artifact must hold all that the buffer lets go of
         messages = self.working.all_messages(project, session_id)
         if summary is None and not messages:
             return {"success": False, "error": "No messages to consolidate", "buffer_was_empty": True}
-        # D5: credentials were replaced when the messages were buffered. The transcript artifact is
+        # D5: credentials were replaced before the messages were buffered (the write boundary: every tool
+        # call's arguments, mcp_api.server). The transcript artifact is
         # PII-redacted with names (spaCy) unless the operator keeps raw transcripts; the model reads, and the
         # summary keeps, names (they are what a memory is about) but no structured PII (emails, phones, …).
-        contents = [red.clean(m.content) for m in messages]
+        contents = [m.content for m in messages]
         if summary is None:
             if job is not None:
                 job.progress(0, 1, f"summarising {len(messages)} messages")
@@ -394,7 +369,7 @@ class MemoryService(ModelBackedTools):
                 timeout=self.options.call_timeout, cancel=job.cancel if job else None,
                 progress=(lambda n, total: job.progress(n, total, "generating")) if job else None))
         else:
-            shaped = _summary_shape(red.clean(summary))
+            shaped = _summary_shape(summary)
         shaped["summary"], shaped["title"] = patterns_only([consolidation.summary_text(shaped["raw"]),
                                                             shaped["title"]])
         kept = contents if self.options.keep_raw_transcripts or not contents else self.redact_pii(contents)
@@ -418,16 +393,15 @@ class MemoryService(ModelBackedTools):
         cleared = self.working.clear(project, session_id,
                                      through=message_number(messages[-1].message_id) if messages else 0)
         after_consolidation(self.working, session_id, host_session_id)
-        return red.report({"success": True, "buffer_was_empty": not messages, "cleared_messages": cleared,
-                           "summary": draft.summary, "summarized_by": "agent" if summary is not None else
-                           self.model.model_id, "store_result": stored})
+        return {"success": True, "buffer_was_empty": not messages, "cleared_messages": cleared,
+                "summary": draft.summary, "summarized_by": "agent" if summary is not None else self.model.model_id,
+                "store_result": stored}
 
     def store_execution(self, args: dict[str, Any], client: Client) -> dict[str, Any]:
-        red = Redactions()
-        task, status = red.clean(str(args["task"])), str(args.get("status") or "done")
+        task, status = str(args["task"]), str(args.get("status") or "done")
         exit_code = args.get("exit_code")
         failed = status in ("failed", "error", "blocked") or (exit_code is not None and exit_code != 0)
-        stderr, stdout = red.clean(str(args.get("stderr") or "")), red.clean(str(args.get("stdout") or ""))
+        stderr, stdout = str(args.get("stderr") or ""), str(args.get("stdout") or "")
         if failed:
             summary = (f"Attempted '{task}' but failed: {stderr[:200]}" if stderr
                        else f"Attempted '{task}' but failed with status '{status}'")
@@ -448,7 +422,7 @@ class MemoryService(ModelBackedTools):
                                                         "topics": topics or None, "tools": args.get("tools")}),
                       artifact_name="execution_log", stack=False)
         stored = self.writer.write([self.writer.plan(draft)])[0]
-        return red.report({"success": True, "memory_type": memory_type, "store_result": stored})
+        return {"success": True, "memory_type": memory_type, "store_result": stored}
 
     def _remember_recalled(self, project: str, session_id: str, found: list[str]) -> None:
         """What a session recalled or cited, so its summary can link to it (newest first, bounded)."""

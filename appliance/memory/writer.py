@@ -10,6 +10,7 @@ artifacts; what a crash between file and commit leaves is swept at the next star
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import unicodedata
@@ -21,7 +22,7 @@ from typing import Any
 
 from appliance.core import kref as krefs
 from appliance.core.search import SearchFilter, SearchRequest
-from appliance.errors import InvalidArgument, NotFound
+from appliance.errors import AlreadyExists, InvalidArgument, NotFound
 from appliance.fsutil import fsync_dir, inside, write_durably
 from appliance.graph import GraphStore
 from appliance.memory import records
@@ -187,7 +188,9 @@ class MemoryWriter:
         if d.bundle_name and not d.revises:
             bundle = g.create_bundle(space, slug(d.bundle_name, 64))
             if not plan.stacked:
-                g.add_bundle_member(bundle.kref, item_kref)
+                # the same text stored again lands on its item, already a member (checked before any write)
+                with contextlib.suppress(AlreadyExists):
+                    g.add_bundle_member(bundle.kref, item_kref)
             bundle_kref = bundle.kref
         edges, skipped = [], []
         for target in d.source_krefs:

@@ -175,10 +175,12 @@ def test_an_answer_that_breaks_the_schema_or_is_not_json_is_an_output_error(serv
     server.add(Answer(body=completion(json.dumps({"title": "x" * 81, "topics": ["a"]}))),
                Answer(body=completion("I think the title is Cats.")))
     model = make(server.base_url, "m")
-    with pytest.raises(ModelOutputError, match="breaks the schema at title"):
+    with pytest.raises(ModelOutputError, match="breaks the schema at title") as caught:
         model.complete_json(ASK, SMOKE_SCHEMA)
-    with pytest.raises(ModelOutputError, match="not JSON"):
+    assert "xxx" not in caught.value.message  # the rule broken, never the endpoint's text
+    with pytest.raises(ModelOutputError, match="not JSON") as caught:
         model.complete_json(ASK, SMOKE_SCHEMA)
+    assert "Cats" not in caught.value.message
 
 
 def test_truncated_json_at_the_token_limit_says_it_ran_out_of_tokens(server: Server, make: Make) -> None:
@@ -191,16 +193,20 @@ def test_truncated_json_at_the_token_limit_says_it_ran_out_of_tokens(server: Ser
 # -- failures ------------------------------------------------------------------------------------------
 
 
-def test_a_server_error_is_a_model_error_with_the_status_and_the_start_of_the_body(server: Server, make: Make) -> None:
+def test_a_server_error_is_a_model_error_with_the_status_and_none_of_the_body(server: Server, make: Make) -> None:
     server.add(Answer(500, "boom " + "x" * 500 + " tail"),
-               Answer(400, json.dumps({"error": {"message": f"bad key {KEY} in request"}})))
+               Answer(400, json.dumps({"error": {"message": f"bad key {KEY} in request"}})),
+               Answer(200, "relayed words, not JSON"))
     model = make(server.base_url, "m", api_key=KEY)
-    with pytest.raises(ModelError, match="HTTP 500: 'boom x") as caught:
+    with pytest.raises(ModelError, match="HTTP 500") as caught:
         model.complete_text(ASK)
-    assert "tail" not in caught.value.message and not isinstance(caught.value, ModelUnavailable)
-    with pytest.raises(ModelError, match="HTTP 400") as caught:  # a body that echoes the key is redacted
+    assert "boom" not in caught.value.message and not isinstance(caught.value, ModelUnavailable)
+    with pytest.raises(ModelError, match="HTTP 400") as caught:  # the server's words are never passed on
         model.complete_text(ASK)
-    assert KEY not in caught.value.message and "***" in caught.value.message
+    assert KEY not in caught.value.message and "bad key" not in caught.value.message
+    with pytest.raises(ModelError, match="not JSON") as caught:
+        model.complete_text(ASK)
+    assert "relayed" not in caught.value.message
 
 
 @pytest.mark.parametrize("status", [401, 403])

@@ -1,4 +1,5 @@
-"""Which model a call gets: dream_state's provider/model/base_url/api_key and chat_model = endpoint (D6)."""
+"""Which model a call gets: dream_state's provider/model/base_url/api_key (only what the operator set up) and
+chat_model = endpoint (D6)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 from appliance.config import load_settings
 from appliance.errors import ConfigError, InvalidArgument
 from appliance.inference.chat import NoModel, ScriptedModel
+from appliance.inference.install import chat_models, models_dir
 from appliance.inference.llm import LlamaModel, chat_model_from_settings
 from appliance.inference.remote import EndpointModel
 from appliance.inference.selection import model_for_call
@@ -22,33 +24,67 @@ def test_no_selection_or_the_configured_name_is_the_configured_model() -> None:
     assert model_for_call(settings, DEFAULT, {"provider": "local", "model": "configured"}) is DEFAULT
 
 
-def test_a_gguf_path_loads_that_file_for_the_call(tiny_gguf: Path) -> None:
-    chosen = model_for_call(load_settings(), DEFAULT, {"model": str(tiny_gguf)})
-    assert isinstance(chosen, LlamaModel) and chosen.model_id == "gguf:tiny.gguf"
+def test_a_manifest_model_is_chosen_by_name_once_installed(tmp_path: Path) -> None:
+    settings = load_settings(data_dir=tmp_path)
+    name, entry = next(iter(chat_models().items()))
+    with pytest.raises(InvalidArgument, match="not installed") as caught:
+        model_for_call(settings, DEFAULT, {"model": name})
+    assert caught.value.field == "model"
+    placed = models_dir(settings) / entry["file"]
+    placed.parent.mkdir(parents=True)
+    with placed.open("wb") as handle:  # sparse: installed_path checks the size; the sha256 is checked at load
+        handle.truncate(entry["size"])
+    chosen = model_for_call(settings, DEFAULT, {"provider": "local", "model": name})
+    assert isinstance(chosen, LlamaModel) and chosen.model_id == name and chosen.path == placed
     chosen.close()
+
+
+def test_a_path_is_refused_alike_whether_or_not_it_exists(tiny_gguf: Path, tmp_path: Path) -> None:
+    """No oracle: the answer to a file path is the same for an existing GGUF, a missing one and any file."""
+    other = tmp_path / "notes.txt"
+    other.write_text("x")
+    messages = set()
+    for path in (tiny_gguf, tmp_path / "missing.gguf", other, "/etc/passwd", "~/model.gguf"):
+        with pytest.raises(InvalidArgument) as caught:
+            model_for_call(load_settings(), DEFAULT, {"model": str(path)})
+        assert caught.value.field == "model"
+        messages.add(caught.value.message)
+    assert len(messages) == 1 and str(tiny_gguf) not in messages.pop()
 
 
 @pytest.mark.parametrize(("args", "field"), [
     ({"provider": "anthropic"}, "provider"),
-    ({"model": "/no/such/model.gguf"}, "model"),
     ({"model": "gpt-4o"}, "model"),
-    ({"provider": "openai"}, "base_url"),  # no base_url and no configured endpoint
-    ({"base_url": "https://api.example.com/v1"}, "base_url"),  # D6: beyond loopback, not allowed
+    ({"provider": "openai"}, "provider"),  # no configured endpoint
+    ({"base_url": "http://127.0.0.1:8080/v1"}, "base_url"),  # not the configured endpoint, even on loopback
+    ({"base_url": "https://api.example.com/v1"}, "base_url"),
+    ({"api_key": "sk-never-shown-123"}, "api_key"),
 ])
 def test_what_cannot_be_selected_names_its_field(args: dict[str, str], field: str) -> None:
     with pytest.raises(InvalidArgument) as caught:
         model_for_call(load_settings(), DEFAULT, args)
     assert caught.value.field == field
+    assert "sk-never" not in caught.value.message
 
 
-def test_endpoints_on_loopback_or_when_allowed() -> None:
-    local = model_for_call(load_settings(), DEFAULT, {"base_url": "http://127.0.0.1:8080/v1", "model": "qwen",
-                                                      "api_key": "sk-never-shown-123"})
-    assert isinstance(local, EndpointModel) and local.model_id == "endpoint:qwen@127.0.0.1"
-    assert "sk-never" not in repr(local.status())
-    allowed = load_settings(inference={"allow_remote_endpoints": True})
-    remote = model_for_call(allowed, DEFAULT, {"provider": "openai", "base_url": "https://api.example.com/v1"})
-    assert isinstance(remote, EndpointModel) and remote.model == "default"
+CONFIGURED = {"endpoint_url": "http://127.0.0.1:8080/v1", "endpoint_model": "qwen"}
+
+
+def test_only_the_configured_endpoint_may_be_named() -> None:
+    settings = load_settings(inference=CONFIGURED)
+    for args in ({"provider": "openai"}, {"base_url": "HTTP://127.0.0.1:8080/v1/"}, {"provider": "ollama",
+                                                                                     "model": "qwen"}):
+        chosen = model_for_call(settings, DEFAULT, args)
+        assert isinstance(chosen, EndpointModel) and chosen.model_id == "endpoint:qwen@127.0.0.1"
+        chosen.close()
+    refused = [{"base_url": "http://127.0.0.1:8081/v1"}, {"base_url": "http://localhost:8080/v1"},
+               {"base_url": "http://127.0.0.1:8080/other"}, {"provider": "openai", "model": "another"},
+               {"provider": "openai", "api_key": "sk-never-shown-123"}]
+    for args in refused:
+        with pytest.raises(InvalidArgument):
+            model_for_call(settings, DEFAULT, args)
+    endpoint = load_settings(inference={**CONFIGURED, "chat_model": "endpoint"})
+    assert model_for_call(endpoint, DEFAULT, {"provider": "openai"}) is DEFAULT
 
 
 def test_the_configured_endpoint_model() -> None:

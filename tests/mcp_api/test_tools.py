@@ -290,6 +290,21 @@ def test_store_execution_records_action_or_error_with_a_log_artifact(app: Runnin
     assert located["resolved"] and "# Tool Execution: make lint" in log and "E501" in log
 
 
+def test_the_same_execution_stored_twice_is_two_revisions_not_an_error(app: Running) -> None:
+    """Identical text lands on the same item (its name hashes the text); its topic bundle already holds it."""
+    execution = {"task": "nightly backup", "status": "failed", "exit_code": 1, "stderr": "disk full",
+                 "topics": ["backups"], "space_hint": "ops"}
+
+    async def steps(session: Any) -> list[Any]:
+        return [await session.call_tool("kumiho_memory_store_execution", execution) for _ in range(2)]
+
+    first, second = run(app, steps)
+    assert not first.is_error and not second.is_error, second.content[0].text
+    stored = [json.loads(r.content[0].text)["store_result"] for r in (first, second)]
+    assert stored[0]["item_kref"] == stored[1]["item_kref"] and stored[0]["bundle_kref"] == stored[1]["bundle_kref"]
+    assert stored[0]["revision_kref"] != stored[1]["revision_kref"]
+
+
 def test_ingest_add_response_and_consolidate_with_an_agent_summary(app: Running) -> None:
     async def steps(session: Any) -> dict[str, Any]:
         first = await call(session, "kumiho_memory_ingest", user_id="kim", message="My email is kim@example.org")
@@ -334,7 +349,7 @@ def test_model_backed_tools_say_plainly_what_they_skipped(app: Running) -> None:
     assert edges["count"] == 0 and edges["skipped"].startswith("no local model")
     assert dry["success"] is True and dry["would_assess"] >= 1 and dry["deprecated"] == 0
     assert wet["success"] is False and "no local model" in wet["skipped"]
-    assert remote.is_error and "allow_remote_endpoints" in remote.content[0].text
+    assert remote.is_error and "only the configured endpoint" in remote.content[0].text  # no other server
 
 
 def test_operator_lookup_tools(app: Running) -> None:

@@ -5,6 +5,7 @@ consolidate, discover_edges (tool and after reflect, D12), graph-augmented recal
 from __future__ import annotations
 
 import json
+import socket
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
@@ -377,32 +378,40 @@ def test_dream_state_never_deprecates_young_or_official_memories(tmp_path: Path,
         assert not any(_current(app, m["revision_kref"]).deprecated for m in made)
 
 
-def test_dream_state_rejects_bad_ratios_and_remote_endpoints(app: InProcess) -> None:
+def test_dream_state_rejects_bad_ratios_and_any_model_the_operator_did_not_set_up(app: InProcess,
+                                                                                  tmp_path: Path) -> None:
+    """A per-call model is neither an oracle (a path that exists is refused like one that does not, and
+    nothing opens it) nor a relay (a loopback base_url is refused and never contacted)."""
     _memories(app, ["Something to assess"])
+    existing = tmp_path / "present.gguf"
+    existing.write_bytes(b"GGUF not really")
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    listener.setblocking(False)
+    relay = f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
 
     async def steps(session: Any) -> list[Any]:
         return [await session.call_tool("kumiho_memory_dream_state", args) for args in (
             {"max_deprecation_ratio": 0.95}, {"base_url": "https://api.example.com/v1"},
-            {"provider": "anthropic"}, {"model": "/nonexistent/model.gguf"},
-            {"base_url": f"http://127.0.0.1:{_closed_port()}/v1", "api_key": "sk-test-secret-key-123456"})]
+            {"provider": "anthropic"}, {"model": "/nonexistent/model.gguf"}, {"model": str(existing)},
+            {"base_url": relay, "api_key": "sk-test-secret-key-123456"}, {"provider": "openai", "base_url": relay})]
 
-    ratio, remote, provider, missing, loopback = run(app, steps)
+    try:
+        ratio, remote, provider, missing, present, loopback, openai = run(app, steps)
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # nobody connected
+    finally:
+        listener.close()
     assert ratio.is_error and "max_deprecation_ratio" in ratio.content[0].text
-    assert remote.is_error and "allow_remote_endpoints" in remote.content[0].text
     assert provider.is_error and "provider" in provider.content[0].text
-    assert missing.is_error and "model" in json.loads(missing.content[0].text)["error"]["field"]
-    # a loopback endpoint is allowed (D6): the run tries it, and the report says where, never the key
-    text = loopback.content[0].text
-    report = json.loads(text)
-    assert not loopback.is_error and report["success"] is False and report["revisions_assessed"] == 0
-    assert report["errors"][0]["code"] == "model_unavailable" and "127.0.0.1" in report["errors"][0]["message"]
-    assert "sk-test" not in text and report["model"].startswith("endpoint:")
-
-
-def _closed_port() -> int:
-    from tests.appliance_process import free_port
-
-    return free_port()
+    assert missing.is_error and present.is_error and missing.content[0].text == present.content[0].text
+    assert json.loads(missing.content[0].text)["error"]["field"] == "model"
+    for refused, field in ((remote, "base_url"), (loopback, "api_key"), (openai, "base_url")):
+        assert refused.is_error and json.loads(refused.content[0].text)["error"]["field"] == field
+        assert "sk-test" not in refused.content[0].text
+    assert "configured endpoint" in remote.content[0].text and "configured endpoint" in openai.content[0].text
+    assert not app.services.jobs.list(kind="dream_state")  # no run started
 
 
 def test_jobs_and_model_status_are_visible_in_the_admin_api(app: InProcess, script: Script) -> None:
