@@ -82,6 +82,7 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
     data_dir = DataDir(settings.data_dir)
     data_dir.ensure()
     with data_dir.lock():
+        data_dir.clear_runtime()  # whatever server.json says now, a killed owner left it: the lock was free
         graph = GraphStore.open(
             data_dir.graph_path,
             buffer_pool_mb=settings.graph.buffer_pool_mb,

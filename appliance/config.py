@@ -168,6 +168,10 @@ class Settings(BaseSettings):
         None, description="bearer token; when unset one is generated in the data directory"
     )
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log to stderr at this level")
+    idle_exit_minutes: float = Field(30.0, ge=0, le=10080, description="an appliance that `kumiho-ce mcp` started "
+                                     "in the background exits after this long with no request and no running "
+                                     "job (the next `kumiho-ce mcp` starts it again); 0 = never. One started "
+                                     "with `kumiho-ce serve` never idles out")
     graph: GraphSettings = Field(default_factory=GraphSettings)
     search: SearchSettings = Field(default_factory=SearchSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
