@@ -48,23 +48,24 @@ def run_cycles(data_dir: Path, cycles: int, seed: int) -> dict[str, Any]:
     for cycle in range(cycles + 1):  # the last start only checks
         offset = log.stat().st_size if log.exists() else 0
         with serve(data_dir, **APPLIANCE_ENV) as app:
-            wait_caught_up(app.base_url)  # the restart repaired the index from the graph
+            wait_caught_up(app.base_url, log, offset)  # the restart repaired the index from the graph
             checker = Checker(app.base_url, journal)
             lost += checker.check(positions_before)
             if cycle == cycles:
                 lost += checker.check({})  # everything from every cycle, once more at the end
                 acknowledged = journal.acknowledged()
                 lost += checker.drain_sessions(data_dir / "artifacts")
-                wait_caught_up(app.base_url)
+                wait_caught_up(app.base_url, log, offset)
                 checked += checker.checked
                 assert app.stop() == 0
                 break
             checked += checker.checked
             positions_before = checker.positions()
             workload = Workload(app.base_url, journal, cycle, seed)
+            workload_offset = log.stat().st_size  # the kill aims at moments of the workload, not of the start
             workload.start()
-            aim = AIMS[cycle % len(AIMS)] if cycle < len(AIMS) else rng.choice(AIMS)
-            kills.append({"cycle": cycle, **kill_at(app.process, log, offset, aim, rng)})
+            aim = AIMS[cycle] if cycle < len(AIMS) else rng.choice(AIMS)
+            kills.append({"cycle": cycle, **kill_at(app.process, log, workload_offset, aim, rng)})
             workload.join()
     stores = compare_stores(data_dir, journal)
     return {"cycles": cycles, "seed": seed, "seconds": round(time.monotonic() - started, 1),

@@ -195,12 +195,14 @@ def kill_at(process: Any, log: Path, offset: int, aim: str, rng: random.Random) 
     return {"aim": aim, "after_s": round(time.monotonic() - started, 2), "under_way": under_way}
 
 
-def wait_caught_up(base_url: str, timeout: float = 120) -> dict[str, Any]:
-    """The index has every graph revision: nothing pending in the outbox and no sync error."""
+def wait_caught_up(base_url: str, log: Path, offset: int, timeout: float = 180) -> dict[str, Any]:
+    """The index has every graph revision: the start's repair round is done (its log line), nothing is
+    pending in the outbox and the sync reports no error."""
     deadline = time.monotonic() + timeout
     while True:
+        repaired = "search index ready:" in log.read_text(errors="replace")[offset:]
         ready = httpx.get(base_url + "/api/_ready", timeout=30).json()
-        if ready["search"]["pending"] == 0 and not ready["search"]["sync_error"]:
+        if repaired and ready["search"]["pending"] == 0 and not ready["search"]["sync_error"]:
             return ready  # type: ignore[no-any-return]
         if time.monotonic() > deadline:
             raise AssertionError(f"the index did not catch up: {ready}")
