@@ -235,13 +235,12 @@ class Checker:
     def check(self, since: dict[str, int]) -> list[str]:
         """Every acknowledged write from the ``since`` positions of the journal's lists on."""
         j, missing = self.journal, []
-        deprecated_items = {d["item"] for d in j.deprecated}
         with Mcp(self.base_url) as mcp:
             mcp.handshake()
             for entry in j.stores[since.get("stores", 0):]:
-                missing += self._memory(mcp, entry, entry["item"] in deprecated_items, "store")
+                missing += self._memory(mcp, entry, "store")
             for entry in j.captures[since.get("captures", 0):]:
-                missing += self._memory(mcp, entry, False, "capture")
+                missing += self._memory(mcp, entry, "capture")
                 edges = mcp.tool("kumiho_get_edges", revision_kref=entry["revision"], direction="outgoing")
                 targets = {e["target_kref"] for e in edges["edges"]}
                 missing += [f"capture {entry['token']}: edge to {s} missing" for s in entry["sources"]
@@ -260,7 +259,7 @@ class Checker:
                             for t in entry["tokens"] if t not in text]
         return missing
 
-    def _memory(self, mcp: Mcp, entry: dict[str, Any], deprecated: bool, what: str) -> list[str]:
+    def _memory(self, mcp: Mcp, entry: dict[str, Any], what: str) -> list[str]:
         self.checked += 1
         tok, revision = entry["token"], entry["revision"]
         try:
@@ -270,7 +269,7 @@ class Checker:
         problems = []
         if not resolved["resolved"] or tok not in artifact_text(mcp, revision):
             problems.append(f"{what} {tok}: artifact file {resolved['location']} missing or without the text")
-        if revision not in indexed(self.base_url, tok, deprecated=deprecated):
+        if revision not in indexed(self.base_url, tok, deprecated=True):  # deprecation is checked on its own
             problems.append(f"{what} {tok}: {revision} not found in the search index")
         return problems
 

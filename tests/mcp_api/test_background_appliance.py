@@ -69,7 +69,8 @@ def shim_round_trip(data_dir: Path, port: int, earlier: str | None = None, **env
             stored = await call(session, "kumiho_memory_store", title="Background appliance note",
                                 user_text="The shim started this appliance.", space_path="lifecycle")
             found = await call(session, "kumiho_resolve_kref", kref=earlier or stored["revision_kref"])
-            return {"stored": stored, "found": found}
+            runtime = json.loads((data_dir / "server.json").read_text())  # while the appliance surely runs
+            return {"stored": stored, "found": found, "pid": int(runtime["pid"])}
 
     return anyio.run(steps)
 
@@ -79,8 +80,7 @@ def test_a_shim_started_appliance_exits_when_idle_and_a_hand_started_one_does_no
     with killed_at_the_end(background), serve(by_hand, KUMIHO_CE_IDLE_EXIT_MINUTES=IDLE_MINUTES) as manual:
         answers = shim_round_trip(background, free_port(), KUMIHO_CE_IDLE_EXIT_MINUTES=IDLE_MINUTES)
         assert answers["found"]["kref"] == answers["stored"]["revision_kref"]
-        pid = int(json.loads((background / "server.json").read_text())["pid"])
-        assert pid_running(pid)  # the shim has exited; its appliance is still up, for now
+        pid = answers["pid"]  # the shim has exited; its appliance has not, yet
 
         assert wait_for(lambda: not pid_running(pid), timeout=90), "the idle background appliance kept running"
         assert not (background / "server.json").exists()  # a clean exit: stores closed, server.json removed
@@ -96,9 +96,8 @@ def test_a_shim_started_appliance_exits_when_idle_and_a_hand_started_one_does_no
         first = answers["stored"]["revision_kref"]
         again = shim_round_trip(background, free_port(), first, KUMIHO_CE_IDLE_EXIT_MINUTES=IDLE_MINUTES)
         assert again["found"]["kref"] == first
-        stop_pid = int(json.loads((background / "server.json").read_text())["pid"])
-        os.kill(stop_pid, signal.SIGTERM)
-        assert wait_for(lambda: not pid_running(stop_pid), timeout=60)
+        assert again["pid"] != pid  # a new appliance
+        assert wait_for(lambda: not pid_running(again["pid"]), timeout=90)  # which idles out in turn
 
 
 class Impostor(BaseHTTPRequestHandler):
