@@ -92,7 +92,8 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
         try:
             embedder = make_embedder(settings)
             index = SearchIndex(data_dir.root / "index", embedder.dim, embedder.model_id)
-            worker = IndexWorker(IndexSync(graph, index, embedder), settings.search.sync_interval_seconds)
+            worker = IndexWorker(IndexSync(graph, index, embedder), settings.search.sync_interval_seconds,
+                                 optimize_every=settings.search.compact_every_rows)
             worker.start()
             working = WorkingMemory.open(data_dir.root / "working")
             model = chat_model or with_response_cache(settings, chat_model_from_settings(settings))

@@ -52,6 +52,9 @@ class SearchSettings(_Section):
     embedding_threads: int = Field(0, ge=0, le=64, description="onnxruntime threads; 0 = every core")
     sync_interval_seconds: float = Field(30.0, gt=0, le=3600, description="every commit wakes the index sync; "
                                          "this is how often it also looks for pending rows on its own")
+    compact_every_rows: int = Field(2000, ge=1, le=1_000_000, description="compact the index files once this "
+                                    "many rows were written (when the sync is idle; also when many small files "
+                                    "piled up)")
 
 
 class MemoryPolicy(_Section):
