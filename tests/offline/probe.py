@@ -12,10 +12,12 @@ is recorded all the same.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -100,11 +102,27 @@ def _absolute(match: re.Match[str]) -> str:
     return str(Path(match.group("dir")) / path)
 
 
+def _whole_calls(lines: list[str]) -> list[str]:
+    """strace -f splits a call that another thread interrupts into ``… <unfinished ...>`` and
+    ``<pid> <... name resumed>…``: join the halves."""
+    pending: dict[str, str] = {}
+    whole = []
+    for line in lines:
+        pid, _, rest = line.partition(" ")
+        if rest.endswith("<unfinished ...>"):
+            pending[pid] = line[: -len("<unfinished ...>")].rstrip()
+        elif rest.lstrip().startswith("<... ") and pid in pending:
+            whole.append(pending.pop(pid) + rest.split("resumed>", 1)[1])
+        else:
+            whole.append(line)
+    return whole
+
+
 def read_trace(trace: Path, data_dir: Path) -> dict[str, Any]:
     connections: list[Connection] = []
     outside: set[str] = set()
     root = str(data_dir.resolve())
-    for line in trace.read_text(errors="replace").splitlines():
+    for line in _whole_calls(trace.read_text(errors="replace").splitlines()):
         call = _CALL.match(line)
         if call is None:
             continue
@@ -172,10 +190,31 @@ def probe(data_dir: Path, trace: Path) -> dict[str, Any]:
                 time.monotonic() < deadline:
             time.sleep(0.2)
     finally:
-        process.terminate()  # strace passes SIGTERM on: the appliance stops gracefully
-        process.wait(timeout=60)
+        stop(process, data_dir)
     return {"network_interfaces": sorted(os.listdir("/sys/class/net")), "work": done,
             **read_trace(trace, data_dir)}
+
+
+def stop(tracer: subprocess.Popen[str], data_dir: Path) -> None:
+    """SIGTERM to the appliance itself (strace does not pass signals on); strace ends with it."""
+    pid = None
+    for source in (data_dir / "server.json", data_dir / "lock"):  # the lock names it while it starts
+        try:
+            text = source.read_text().strip()
+            pid = int(json.loads(text)["pid"]) if source.suffix == ".json" else int(text)
+            break
+        except (OSError, ValueError, KeyError):
+            continue
+    try:
+        if pid is not None:
+            os.kill(pid, signal.SIGTERM)
+        tracer.wait(timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        if pid is not None:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        tracer.kill()
+        tracer.wait()
 
 
 def main() -> int:

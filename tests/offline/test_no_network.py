@@ -10,9 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
-from tests.appliance_process import ROOT
+from tests.appliance_process import ROOT, serve
+from tests.mcp_api.clients import RevkaLikeClient
 from tests.offline.probe import read_trace
 
 needs_namespace = pytest.mark.skipif(
@@ -52,6 +54,10 @@ def test_the_trace_reader_finds_outbound_connects_and_writes_outside_the_data_di
         '101 connect(9<socket:[3]>, {sa_family=AF_INET6, sin6_port=htons(53), sin6_flowinfo=htonl(0), '
         'inet_pton(AF_INET6, "2001:db8::1", &sin6_addr), sin6_scope_id=0}, 28) = -1 ENETUNREACH',
         '101 connect(4<socket:[4]>, {sa_family=AF_UNIX, sun_path="/var/run/nscd/socket"}, 110) = -1 ENOENT',
+        '103 connect(5<socket:[5]>, {sa_family=AF_INET, sin_port=htons(53), sin_addr=inet_addr("10.9.9.9")}, 16 '
+        '<unfinished ...>',  # another thread's call splits this one in two
+        '104 openat(AT_FDCWD</work>, "/etc/hosts", O_RDONLY|O_CLOEXEC) = 9</etc/hosts>',
+        '103 <... connect resumed>)            = -1 ENETUNREACH (Network is unreachable)',
         f'102 openat(AT_FDCWD</work>, "{data}/graph/graph.kuzu", O_RDWR|O_CREAT|O_CLOEXEC, 0644) = 5<{data}/graph'
         '/graph.kuzu>',
         '102 openat(AT_FDCWD</work>, "/root/.cache/Microsoft/DeveloperTools/onnxruntime.db", O_RDWR|O_CREAT, '
@@ -65,11 +71,30 @@ def test_the_trace_reader_finds_outbound_connects_and_writes_outside_the_data_di
         '102 openat(AT_FDCWD</work>, "/dev/null", O_WRONLY|O_CLOEXEC) = 8</dev/null>',
     ]) + "\n")
     report = read_trace(trace, data)
-    assert report["connects"] == 4
+    assert report["connects"] == 5
     assert report["connects_beyond_loopback"] == [
         "AF_INET 13.107.5.93:443 -> -1 ENETUNREACH (Network is unreachable)",
-        "AF_INET6 [2001:db8::1]:53 -> -1 ENETUNREACH"]
+        "AF_INET6 [2001:db8::1]:53 -> -1 ENETUNREACH",
+        "AF_INET 10.9.9.9:53 -> -1 ENETUNREACH (Network is unreachable)"]
     assert report["written_outside_data_dir"]["unexplained"] == [
         "/root/.cache/Microsoft/DeveloperTools/onnxruntime.db", "/root/.cache/elsewhere"]
     assert sorted(p for paths in report["written_outside_data_dir"]["explained"].values() for p in paths) == [
         "/dev/null", "/work/appliance/__pycache__/x.cpython-311.pyc"]
+
+
+def test_the_embedding_runtime_leaves_no_telemetry_behind(tmp_path: Path) -> None:
+    """ONNX Runtime, left to itself, writes a device id and an event store under ~/.cache/Microsoft on
+    import and then tries to upload them; in the appliance it does neither (no strace or root needed)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    with serve(tmp_path / "data", HOME=str(home), KUMIHO_CE_SEARCH__EMBEDDER="minilm") as app:
+        with RevkaLikeClient(app.base_url) as mcp:
+            mcp.handshake()
+            stored = json.loads(mcp.tool_text("kumiho_memory_store", {"title": "Telemetry check",
+                                                                      "user_text": "Embedded by ONNX Runtime."}))
+        assert stored["stored"] is True
+        found = httpx.get(app.base_url + "/api/v1/search", params={"q": "embedded by onnx runtime",
+                                                                   "mode": "vector"}, timeout=60).json()
+        assert found["count"] == 1  # the embedding model ran
+        assert app.stop() == 0
+    assert sorted(str(p.relative_to(home)) for p in home.rglob("*")) == []
