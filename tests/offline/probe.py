@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -121,6 +122,7 @@ def _whole_calls(lines: list[str]) -> list[str]:
 def read_trace(trace: Path, data_dir: Path) -> dict[str, Any]:
     connections: list[Connection] = []
     outside: set[str] = set()
+    inside = 0
     root = str(data_dir.resolve())
     for line in _whole_calls(trace.read_text(errors="replace").splitlines()):
         call = _CALL.match(line)
@@ -136,6 +138,8 @@ def read_trace(trace: Path, data_dir: Path) -> dict[str, Any]:
             resolved = os.path.normpath(path)
             if resolved != root and not resolved.startswith(root + "/"):
                 outside.add(resolved)
+            else:
+                inside += 1
     explained: dict[str, list[str]] = {}
     unexplained = []
     for path in sorted(outside):
@@ -149,6 +153,7 @@ def read_trace(trace: Path, data_dir: Path) -> dict[str, Any]:
         "connects": len(connections),
         "connects_beyond_loopback": [f"{c.family} {c.address} -> {c.result}" for c in beyond],
         "local_connects": sorted({f"{c.family} {c.address}" for c in connections if c.loopback}),
+        "writes_in_data_dir": inside,  # proof that the trace saw the appliance work at all
         "written_outside_data_dir": {"explained": explained, "unexplained": unexplained},
     }
 
@@ -191,7 +196,7 @@ def probe(data_dir: Path, trace: Path) -> dict[str, Any]:
             time.sleep(0.2)
     finally:
         stop(process, data_dir)
-    return {"network_interfaces": sorted(os.listdir("/sys/class/net")), "work": done,
+    return {"network_interfaces": sorted(name for _, name in socket.if_nameindex()), "work": done,
             **read_trace(trace, data_dir)}
 
 

@@ -36,7 +36,7 @@ def test_the_appliance_connects_nowhere_and_writes_only_in_its_data_dir(tmp_path
     print(json.dumps(report, indent=1))
     assert report["network_interfaces"] == ["lo"]
     assert report["work"] == {"stored": True, "engaged": 1, "consolidated": True, "searched": 2}, report["work"]
-    assert report["connects"] > 0  # the trace saw connections at all: the test's own loopback ones at least
+    assert report["writes_in_data_dir"] > 10  # the trace saw the appliance at work
     assert report["connects_beyond_loopback"] == []
     assert report["written_outside_data_dir"]["unexplained"] == []
     assert result.returncode == 0
