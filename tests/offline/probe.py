@@ -170,6 +170,10 @@ def exercise(base_url: str) -> dict[str, Any]:
                                                           "message": "Ada Lovelace checked the tide tables."}))
         consolidated = json.loads(mcp.tool_text("kumiho_memory_consolidate", {
             "session_id": "offline-probe", "summary": "Tide tables were checked."}))
+    deadline = time.monotonic() + 120
+    while httpx.get(base_url + "/api/_ready", timeout=30).json()["search"]["pending"] and \
+            time.monotonic() < deadline:
+        time.sleep(0.2)  # both memories in the index before the search API looks
     found = httpx.get(base_url + "/api/v1/search", params={"q": "tide tables"}, timeout=60).json()
     return {"stored": bool(stored.get("revision_kref")), "engaged": engaged.get("count", 0),
             "consolidated": bool(consolidated.get("success")), "searched": found["count"]}
@@ -190,10 +194,6 @@ def probe(data_dir: Path, trace: Path) -> dict[str, Any]:
     try:
         wait_until_live(base_url, process, timeout=180, log=log)
         done = exercise(base_url)
-        deadline = time.monotonic() + 120
-        while httpx.get(base_url + "/api/_ready", timeout=30).json()["search"]["pending"] and \
-                time.monotonic() < deadline:
-            time.sleep(0.2)
     finally:
         stop(process, data_dir)
     return {"network_interfaces": sorted(name for _, name in socket.if_nameindex()), "work": done,
