@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -93,6 +94,10 @@ def test_the_embedding_runtime_leaves_no_telemetry_behind(tmp_path: Path) -> Non
             stored = json.loads(mcp.tool_text("kumiho_memory_store", {"title": "Telemetry check",
                                                                       "user_text": "Embedded by ONNX Runtime."}))
         assert stored["stored"] is True
+        deadline = time.monotonic() + 120
+        while httpx.get(app.base_url + "/api/_ready", timeout=30).json()["search"]["pending"] and \
+                time.monotonic() < deadline:
+            time.sleep(0.2)  # the search API reads the index as it is: wait for the memory's row
         found = httpx.get(app.base_url + "/api/v1/search", params={"q": "embedded by onnx runtime",
                                                                    "mode": "vector"}, timeout=60).json()
         assert found["count"] == 1  # the embedding model ran
