@@ -38,6 +38,7 @@ from appliance.inference.selection import model_for_call
 from appliance.jobs import JobQueue
 from appliance.maintenance import Maintenance
 from appliance.mcp_api.server import build_server, handlers, session_manager
+from appliance.memory.artifacts import sweep as sweep_artifacts
 from appliance.memory.cache import RecallCache
 from appliance.memory.model_tools import ModelOptions, Redact, patterns_only
 from appliance.memory.operator import OperatorTools
@@ -45,6 +46,7 @@ from appliance.memory.recall import Recaller
 from appliance.memory.service import MemoryService
 from appliance.memory.working import WorkingMemory
 from appliance.memory.writer import MemoryWriter
+from appliance.search import repair
 from appliance.search.index import SearchIndex
 from appliance.search.service import SearchService
 from appliance.search.sync import IndexSync
@@ -90,10 +92,13 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
             default_project=settings.kumiho.default_project,
         )
         try:
+            # before anything writes: files of writes a crash interrupted (the graph is consistent by now)
+            sweep_artifacts(data_dir.root / "artifacts", graph.artifact_locations())
             embedder = make_embedder(settings)
+            moved = repair.set_aside_if_damaged(data_dir.root / "index")  # rebuilt in the background
             index = SearchIndex(data_dir.root / "index", embedder.dim, embedder.model_id)
             worker = IndexWorker(IndexSync(graph, index, embedder), settings.search.sync_interval_seconds,
-                                 optimize_every=settings.search.compact_every_rows)
+                                 rebuilding=moved, optimize_every=settings.search.compact_every_rows)
             worker.start()
             working = WorkingMemory.open(data_dir.root / "working")
             model = chat_model or with_response_cache(settings, chat_model_from_settings(settings))

@@ -130,12 +130,13 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def cmd_reindex(args: argparse.Namespace) -> int:
     """Rebuild every index row with a progress bar. The running appliance owns the data directory (and
-    keeps its index in step by itself), so this needs it stopped."""
+    keeps its index in step by itself), so this needs it stopped. A damaged index is moved aside first."""
     from tqdm import tqdm
 
     from appliance.app import make_embedder
     from appliance.datadir import DataDir
     from appliance.graph import GraphStore
+    from appliance.search import repair
     from appliance.search.index import SearchIndex
     from appliance.search.sync import IndexSync
 
@@ -146,6 +147,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     with data_dir.lock(), GraphStore.open(data_dir.graph_path, buffer_pool_mb=settings.graph.buffer_pool_mb,
                                           default_project=settings.kumiho.default_project) as graph:
         embedder = make_embedder(settings)
+        repair.set_aside_if_damaged(data_dir.root / "index")  # says so in a warning
         index = SearchIndex(data_dir.root / "index", embedder.dim, embedder.model_id)
         with tqdm(total=len(graph.revision_krefs()), unit="rev", desc="reindex", file=sys.stderr) as bar:
             def progress(done: int, total: int) -> None:

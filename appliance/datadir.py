@@ -4,6 +4,7 @@
       lock        flock held by the owning process; holds its pid
       graph/      Kùzu database (graph.kuzu + its WAL)
       index/      LanceDB tables (derived from the graph; rebuilt by reindex)
+      index.damaged-<UTC time>/  a damaged index, moved aside when it was rebuilt (kept for the operator)
       artifacts/  files the appliance writes itself (transcripts, reports, logs)
       working/    persisted working memory of open sessions
       token       bearer token for requests from beyond loopback (0600)

@@ -39,6 +39,7 @@ def run_checks(settings: Settings) -> list[Check]:
     else:
         checks.append(Check("lock", "ok", "free: no kumiho-ce process owns this data directory"))
         checks.append(_check_database(data_dir))
+        checks.append(_check_index(data_dir))  # while running, the appliance checks (and repairs) it itself
     checks.extend(_check_runtime_file(data_dir, holder))
     checks.append(_check_disk(data_dir))
     checks.append(_check_embedding_model(settings))
@@ -147,6 +148,24 @@ def _check_database(data_dir: DataDir) -> Check:
         return Check("database", "warn", f"schema version {version}; the next start upgrades it to "
                      f"{schema.LATEST_VERSION} (back it up first)")
     return Check("database", "ok", f"opens cleanly; schema version {version} (current)")
+
+
+def _check_index(data_dir: DataDir) -> Check:
+    """The search index opens and every one of its files reads (a cheap scan, appliance/search/repair.py)."""
+    from appliance.search import repair
+
+    path = data_dir.root / "index"
+    health = repair.check(path)
+    copies = repair.damaged_copies(path)
+    kept = f"; {len(copies)} damaged cop{'y' if len(copies) == 1 else 'ies'} kept from earlier repairs " \
+           f"({', '.join(c.name for c in copies)}): delete them when no longer needed" if copies else ""
+    if health.damaged:
+        return Check("index", "warn", f"the search index is damaged ({health.detail}); no memory is lost (the "
+                     "graph holds them all): the next `kumiho-ce serve` moves it aside and rebuilds it, or "
+                     f"run `kumiho-ce reindex` now{kept}")
+    if health.state == "missing":
+        return Check("index", "ok", f"not built yet; `kumiho-ce serve` builds it from the graph{kept}")
+    return Check("index", "ok", f"{path}: {health.detail}{kept}")
 
 
 def _check_running(settings: Settings, data_dir: DataDir) -> Check:

@@ -10,7 +10,8 @@
     ├── ConfigError               a configuration file or variable is wrong
     ├── DataDirError              the data directory cannot be used
     │   └── DataDirInUse          another kumiho-ce process holds it
-    └── StorageError              the database failed; the write was rolled back
+    ├── StorageError              the database failed; the write was rolled back
+    └── Unavailable               cannot answer right now (e.g. the search index is being repaired); retry
 
 Adapters translate their libraries' exceptions into these (``raise … from exc``); surfaces map ``code``
 to their own channel (HTTP status, MCP tool error, gRPC status).
@@ -83,3 +84,7 @@ class DataDirInUse(DataDirError):
 
 class StorageError(KumihoError):
     code = "storage_error"
+
+
+class Unavailable(KumihoError):
+    code = "unavailable"

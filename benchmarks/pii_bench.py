@@ -11,6 +11,12 @@ Quality, per label (PERSON, EMAIL, PHONE, CREDIT_CARD, IP_ADDRESS, SSN, IBAN, AP
 shapes than the dev file; negatives full of capitalised product and place names): a check against tuning to
 the dev file's templates, not a substitute for the held-out corpus.
 
+The project's harder corpus, ``benchmarks/data/pii-hard-{dev,heldout}.jsonl`` (same format, 184 hand-written
+sentences: names in lower case and from many cultures, with particles, hyphens and apostrophes; national phone
+numbers of 15 countries; 68 look-alike negatives — versions, dates, money, order and ISBNs, place and product
+names, lower-case words that are also names). Each kind was shuffled (seed 10) and cut in two: the rules were
+developed on ``pii-hard-dev``; ``pii-hard-heldout`` is for reporting (``make bench-pii-hard`` runs both).
+
 Throughput: messages per second over the whole file (after one warm-up pass), for the full redactor
 (patterns + NER), the patterns alone and the bare spaCy pipeline (tok2vec, tagger, ner), each the best of
 ``--repeat`` runs. The machine may be shared: ``load_average`` is reported with the numbers.

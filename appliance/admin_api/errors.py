@@ -13,6 +13,7 @@ from appliance.errors import (
     InvalidArgument,
     KumihoError,
     NotFound,
+    Unavailable,
 )
 
 log = logging.getLogger(__name__)
@@ -22,6 +23,7 @@ _STATUS: tuple[tuple[type[KumihoError], int], ...] = (
     (NotFound, 404),
     (AlreadyExists, 409),
     (Conflict, 409),
+    (Unavailable, 503),
 )
 
 
@@ -30,7 +32,9 @@ def status_of(exc: KumihoError) -> int:
 
 
 def kumiho_error(_: Request, exc: KumihoError) -> Response:
-    return Response({"error": exc.to_dict()}, status_code=status_of(exc))
+    status = status_of(exc)
+    retry = {"Retry-After": "5"} if status == 503 else None  # Unavailable is brief (an index repair)
+    return Response({"error": exc.to_dict()}, status_code=status, headers=retry)
 
 
 def http_error(_: Request, exc: HTTPException) -> Response:

@@ -23,8 +23,13 @@ class HealthController(Controller):
     @get("/_ready", summary="Readiness: the graph is open and its schema current", sync_to_thread=True)
     def ready(self, state: State) -> dict[str, Any]:
         services = state.services
+        worker = services.index_worker
+        try:
+            rows: int | None = services.index.count()
+        except Exception:  # a damaged table: the index worker repairs it, and state/sync_error say so
+            rows = None
         return {"status": "ready", "deployment_mode": DEPLOYMENT_MODE, "version": __version__,
                 "schema_version": services.graph.schema_version(),
-                "search": {"embedder": services.index.model_id, "rows": services.index.count(),
-                           "pending": services.graph.pending_count(),
-                           "sync_error": services.index_worker.last_error}}
+                "search": {"embedder": services.index.model_id, "rows": rows,
+                           "pending": services.graph.pending_count(), "sync_error": worker.last_error,
+                           **worker.state()}}

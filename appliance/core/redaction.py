@@ -32,14 +32,16 @@ Redactor = Callable[[str], tuple[str, list[str]]]
 class Pattern:
     """One kind of sensitive text: the regex, which group of a match is replaced, an optional extra test.
 
-    A match failing ``check`` is skipped whole (the scan goes on after it), so ``check`` must also fail for any
-    match that could start inside a failing one; otherwise a second pass could find it.
+    A match failing ``check``, or right after text that ``not_after`` finds at the end of the 40 characters
+    before it (a label that says what else it is), is skipped whole (the scan goes on after it), so ``check``
+    must also fail for any match that could start inside a failing one; otherwise a second pass could find it.
     """
 
     kind: str
     regex: re.Pattern[str]
     group: int = 0
     check: Callable[[str], bool] | None = None
+    not_after: re.Pattern[str] | None = None
 
 
 def _start(chars: str) -> str:
@@ -157,6 +159,9 @@ def _spans(text: str, patterns: Iterable[Pattern]) -> list[tuple[int, int, str]]
     spans = []
     for pattern in patterns:
         for match in pattern.regex.finditer(text):
+            if pattern.not_after is not None and pattern.not_after.search(text, max(0, match.start() - 40),
+                                                                          match.start()):
+                continue
             start, end = match.span(pattern.group)
             found = text[start:end]
             if start < end and (pattern.check is None or pattern.check(found)):
@@ -294,6 +299,15 @@ def _ipv6(candidate: str) -> bool:
 
 _OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
 
+# Words that make a number something else than a phone number, with what may follow them up to the number:
+# "order 020 7946 0958", "part number is 0451-203-019", "ISBN 0-306-40615-2", "ticket #0612 3456".
+_NUMBER_LABEL = re.compile(
+    r"(?i:\b(?:order|ticket|invoice|part|serial|sku|isbn|issn|ref|reference|version|build|release|case|tracking"
+    r"|batch|lot|item|model|po|id)\b(?:[ \t]+(?:no\.?|nr\.?|number|num|id|code))?[ \t]*(?:is[ \t]+|[:#=][ \t]*)?)$"
+)
+# A word that makes four dotted numbers a version, right before them: "release 10.0.12.4", "firmware 4.2.0.1".
+_VERSION_WORD = re.compile(r"(?i:\b(?:version|release|firmware|build|ver|rev|tag|patch)[ -])$")
+
 # In priority order: a later kind never replaces part of an earlier one (an IBAN's digits are no card number).
 # None starts right after a "]", so a placeholder glued to a number does not expose it on a second pass.
 PII_PATTERNS: tuple[Pattern, ...] = (
@@ -342,6 +356,22 @@ PII_PATTERNS: tuple[Pattern, ...] = (
         1,
         _national_phone_digits,
     ),
+    # National numbers on their own, in the shapes that numbering plans print and other numbers do not take: an
+    # area code in parentheses ("(020) 7946 0958", "(11) 91234-5678") or a trunk 0 then groups split by spaces or
+    # hyphens ("07700 900123", "030 12345678", "01 23 45 67 89", "03-1234-5678", "020-123 4567"); 9–12 digits,
+    # the whole run of digit groups (not a piece of a longer one), not a date ("01-02-2024" has 8 digits) and
+    # not after a word that labels another kind of number ("order 020 7946 0958", "part number 0451-203-019").
+    Pattern(
+        "phone",
+        re.compile(
+            r"(?<![\w+\]./,:-])(?<!\d[ -])(?=[(0])"
+            r"(\((?:0[1-9]\d{0,3}|[1-9]\d{1,2})\)[ -]?\d{2,5}(?:[ -]\d{2,5}){1,3}|0[1-9]\d{0,3}(?:[ -]\d{2,8}){1,4})"
+            r"(?![\w-]|[.,:/]\d|[ -]?\d)"
+        ),
+        1,
+        _national_phone_digits,
+        not_after=_NUMBER_LABEL,
+    ),
     # IPv6 (full, "::"-compressed, or with an IPv4 tail), before IPv4 so that the tail is not taken apart.
     Pattern(
         "ip_address",
@@ -352,7 +382,12 @@ PII_PATTERNS: tuple[Pattern, ...] = (
         0,
         _ipv6,
     ),
-    Pattern("ip_address", re.compile(rf"(?<![\w.\]])(?:{_OCTET}\.){{3}}{_OCTET}(?!\w|\.\d)")),
+    # Not right after a word that makes four dotted numbers a version: "release 10.0.12.4", "firmware 4.2.0.1".
+    Pattern(
+        "ip_address",
+        re.compile(rf"(?<![\w.\]])(?:{_OCTET}\.){{3}}{_OCTET}(?!\w|\.\d)"),
+        not_after=_VERSION_WORD,
+    ),
 )
 
 

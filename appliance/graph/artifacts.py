@@ -86,6 +86,11 @@ class ArtifactStore(StoreBase):
             "MATCH (a:Artifact) WHERE a.location = $loc RETURN a ORDER BY a.id", {"loc": location}))
         return [artifact_from(r[0]) for r in rows]
 
+    def artifact_locations(self) -> set[str]:
+        """Every location an artifact points to (deprecated ones too): what the start-up sweep keeps."""
+        rows = self._engine.read(lambda tx: tx.rows("MATCH (a:Artifact) RETURN DISTINCT a.location"))
+        return {str(r[0]) for r in rows if r[0]}
+
     def set_default_artifact(self, revision_kref: str, name: str) -> None:
         parsed = krefs.parse(revision_kref, "revision_kref")
         names.artifact_name(name)

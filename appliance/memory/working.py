@@ -89,6 +89,11 @@ def check_name(value: object, field: str) -> str:
     return value
 
 
+def message_number(message_id: str) -> int:
+    """``<session_id>:<n>`` → n."""
+    return int(message_id.rpartition(":")[2])
+
+
 def _check_string_map(values: object, field: str) -> dict[str, str]:
     if not isinstance(values, dict) or not all(isinstance(k, str) and isinstance(v, str)
                                                for k, v in values.items()):
@@ -217,18 +222,32 @@ class WorkingMemory:
         return [Message(f"{session_id}:{n}", role, content, ts, json.loads(meta))
                 for n, role, content, ts, meta in reversed(rows)]
 
+    def all_messages(self, project: str, session_id: str) -> list[Message]:
+        """Every buffered message of the session, oldest first (what consolidation archives)."""
+        rows = self._query(
+            "SELECT n, role, content, timestamp, metadata FROM messages WHERE project = ? AND session_id = ? "
+            "ORDER BY n", (project, session_id))
+        return [Message(f"{session_id}:{n}", role, content, ts, json.loads(meta))
+                for n, role, content, ts, meta in rows]
+
     def count(self, project: str, session_id: str) -> int:
         rows = self._query("SELECT message_count FROM sessions WHERE project = ? AND session_id = ?",
                            (project, session_id))
         return rows[0][0] if rows else 0
 
-    def clear(self, project: str, session_id: str) -> int:
-        """Drop a session's messages and metadata; returns how many messages went. ``last_n`` stays."""
+    def clear(self, project: str, session_id: str, through: int | None = None) -> int:
+        """Drop a session's messages, or only those numbered up to ``through`` (consolidation clears exactly
+        what it archived: a message that arrived meanwhile stays buffered); returns how many went. The
+        session's metadata goes with its last message. ``last_n`` stays."""
         with self._tx() as conn:
-            removed = conn.execute("DELETE FROM messages WHERE project = ? AND session_id = ?",
-                                   (project, session_id)).rowcount
-            conn.execute("UPDATE sessions SET message_count = 0, first_at = NULL, last_at = NULL, "
-                         "metadata = '{}' WHERE project = ? AND session_id = ?", (project, session_id))
+            removed = conn.execute("DELETE FROM messages WHERE project = ? AND session_id = ? "
+                                   "AND (? IS NULL OR n <= ?)", (project, session_id, through, through)).rowcount
+            left, first_at, last_at = conn.execute(
+                "SELECT count(*), min(timestamp), max(timestamp) FROM messages WHERE project = ? "
+                "AND session_id = ?", (project, session_id)).fetchone()
+            conn.execute("UPDATE sessions SET message_count = ?, first_at = ?, last_at = ?, metadata = "
+                         "CASE WHEN ? > 0 THEN metadata ELSE '{}' END WHERE project = ? AND session_id = ?",
+                         (left, first_at, last_at, left, project, session_id))
         return removed
 
     # -- session metadata -------------------------------------------------------------------------------

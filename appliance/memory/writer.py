@@ -1,9 +1,11 @@
 """Writing memories (reference §4.8): space, stacking onto a similar item, revision, artifact file, tags,
 bundle, provenance edges — for one memory or a batch, in one graph transaction (all or nothing).
 
-Order of a write: decide every memory's target (stacking searches) → write the artifact files → one graph
-transaction for all memories. A failed transaction deletes the files it would have pointed to, so a
-failure leaves neither a half-written graph nor orphan artifacts.
+Order of a write: decide every memory's target (stacking searches) → check every space name → write the
+artifact files durably (fsynced with their folder: the graph's commit is fsynced, and a file it points to
+must not be lost when the commit survives) → one graph transaction for all memories. A failed transaction
+deletes the files it would have pointed to, so a failure leaves neither a half-written graph nor orphan
+artifacts; what a crash between file and commit leaves is swept at the next start (``artifacts.sweep``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 from appliance.core import kref as krefs
 from appliance.core.search import SearchFilter, SearchRequest
 from appliance.errors import InvalidArgument, NotFound
+from appliance.fsutil import fsync_dir, inside, write_durably
 from appliance.graph import GraphStore
 from appliance.memory import records
 from appliance.memory.spaces import memory_item_name, slug, space_of
@@ -152,12 +155,16 @@ class MemoryWriter:
     # -- writing ---------------------------------------------------------------------------------------
     def write(self, plans: list[Plan]) -> list[dict[str, Any]]:
         """Write every plan in one transaction; returns one result per plan (reference §4.8 step 12)."""
+        for plan in plans:  # names first: a write the graph would refuse must not touch the file system
+            krefs.parse_space_path(plan.draft.space, "space_path")
         written: list[Path] = []
         try:
             for plan in plans:
                 if not plan.draft.artifact_location:
                     plan.artifact_path = self._write_artifact(plan)
                     written.append(plan.artifact_path)
+            for folder in dict.fromkeys(path.parent for path in written):  # the renames, once per folder
+                fsync_dir(folder)
             return self.graph.atomic(lambda: [self._write_one(plan) for plan in plans])
         except BaseException:
             for path in written:
@@ -218,11 +225,11 @@ class MemoryWriter:
 
     def _write_artifact(self, plan: Plan) -> Path:
         """A Markdown record of the memory under the data directory, one file per revision (a stacked
-        revision gets a file of its own: earlier revisions' artifacts stay as they were)."""
+        revision gets a file of its own: earlier revisions' artifacts stay as they were). It is on disk
+        (fsynced, with its folder) before the graph commit that points at it."""
         d = plan.draft
         name = plan.item_name or plan.item_kref.rsplit("/", 1)[1].rsplit(".", 1)[0]
-        folder = self.artifact_root.joinpath(*d.space.strip("/").split("/"))
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = inside(self.artifact_root, *d.space.strip("/").split("/"), field="space_path")
         safe = _UNSAFE.sub("_", name)
         path = folder / f"{safe}.{uuid.uuid4().hex[:8]}.md"
         lines = ["---", f"title: {d.title}", f"type: {d.memory_type}", f"summary: {d.summary}", "---", ""]
@@ -230,10 +237,7 @@ class MemoryWriter:
             lines.append(f"**User:** {d.user_text}")
         if d.assistant_text:
             lines.append(f"**Assistant:** {d.assistant_text}")
-        temp = path.with_suffix(".tmp")
-        temp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        temp.replace(path)
-        return path
+        return write_durably(path, "\n".join(lines) + "\n", sync_folder=False)  # write() syncs the folders
 
 
 def _stack_query(title: str, summary: str, limit: int = 180) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,12 +22,14 @@ import pyarrow as pa
 from lancedb.index import BTree
 
 from appliance.core.search import SearchFilter
-from appliance.errors import StorageError
+from appliance.errors import StorageError, Unavailable
 from appliance.search.resident import ResidentTable
 
 log = logging.getLogger(__name__)
 
 TABLE = "revisions"
+UNREADABLE = ("the search index cannot be read right now; the appliance is checking it and rebuilds it from the "
+              "graph if it is damaged: try again shortly")
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,7 @@ class SearchIndex:
         self._keyed = any(i.index_type == "BTree" for i in self._table.list_indices())
         self._resident: ResidentTable | None = None  # loaded on first use (resident.py says why)
         self._resident_lock = threading.Lock()
+        self.on_unreadable: Callable[[], None] = lambda: None  # the index worker listens
 
     def _has_table(self) -> bool:
         return TABLE in (self._db.list_tables().tables or [])
@@ -193,18 +197,33 @@ class SearchIndex:
                 for kref, bm25, vector in self.resident().text_search(text, where, limit, fuzzy, with_vectors)]
 
     def resident(self) -> ResidentTable:
-        """The in-memory copy of the rows, loaded from the table on first use."""
+        """The in-memory copy of the rows, loaded from the table on first use. A table that cannot be read
+        answers ``Unavailable`` and calls ``on_unreadable`` (the index worker checks it and, if it is damaged,
+        rebuilds it from the graph)."""
         with self._resident_lock:
             if self._resident is None:
                 with self._lock:  # no write lands between reading the table and following its writes
                     resident = ResidentTable(self.dim)
-                    count = self.count()
-                    if count:
-                        columns = ["revision_kref", "project", "space", "kind", "memory_type", "tags",
-                                   "deprecated", "text", "vector"]
-                        resident.load(self._table.search().select(columns).limit(count).to_arrow())
+                    try:
+                        count = self.count()
+                        if count:
+                            columns = ["revision_kref", "project", "space", "kind", "memory_type", "tags",
+                                       "deprecated", "text", "vector"]
+                            resident.load(self._table.search().select(columns).limit(count).to_arrow())
+                    except Exception as exc:  # lance raises plain exceptions
+                        log.error("the search index cannot be read: %s", exc)
+                        self.on_unreadable()
+                        raise Unavailable(UNREADABLE) from None
                     self._resident = resident
             return self._resident
+
+    def start_over(self) -> None:
+        """An empty table in place of the current one, whose directory the caller has moved aside (a damaged
+        index, appliance/search/repair.py); the rows come back from the graph."""
+        fresh = SearchIndex(self.path, self.dim, self.model_id)
+        with self._resident_lock, self._lock:
+            self._db, self._table, self._keyed = fresh._db, fresh._table, fresh._keyed
+            self._resident = ResidentTable(self.dim)
 
 
 def _as_record(row: IndexRow) -> dict[str, Any]:

@@ -1,10 +1,15 @@
-"""The background index sync: repairs the index on start, then writes pending rows soon after each commit."""
+"""The background index sync: repairs the index on start, then writes pending rows soon after each commit.
+A failing round, or a search that cannot read the table, gets the index checked; a damaged one is moved aside
+and rebuilt from the graph (appliance/search/repair.py)."""
 
 from __future__ import annotations
 
 import logging
 import threading
+from typing import Any
 
+from appliance.search import repair
+from appliance.search.repair import MovedAside
 from appliance.search.sync import IndexSync
 
 log = logging.getLogger(__name__)
@@ -18,8 +23,12 @@ OPTIMIZE_AFTER_WRITES = 64  # index writes (batches)
 
 
 class IndexWorker:
-    def __init__(self, sync: IndexSync, interval: float = 30.0, optimize_every: int = OPTIMIZE_EVERY) -> None:
+    def __init__(self, sync: IndexSync, interval: float = 30.0, optimize_every: int = OPTIMIZE_EVERY,
+                 rebuilding: MovedAside | None = None) -> None:
+        """``rebuilding``: the damaged index that start-up moved aside (the first round refills the new one)."""
         self.sync, self.interval, self.optimize_every = sync, interval, optimize_every
+        self.rebuilding = rebuilding  # until the outbox is empty again after a repair
+        self._check_due = False  # a search could not read the table
         self._written = 0
         self._writes = 0
         self._check_fragments = True  # a data dir from an earlier run may need compacting
@@ -36,7 +45,21 @@ class IndexWorker:
 
     def start(self) -> None:
         self.sync.graph.subscribe(self._on_commit)  # a graph commit wakes the sync
+        self.sync.index.on_unreadable = self._on_unreadable
         self._thread.start()
+
+    def _on_unreadable(self) -> None:
+        self._check_due = True
+        self._wake.set()
+
+    def state(self) -> dict[str, Any]:
+        """The index's state for readiness: ``ok``, or ``rebuilding`` after a damaged index was moved aside."""
+        moved = self.rebuilding
+        if moved is None:
+            return {"state": "ok"}
+        return {"state": "rebuilding", "damaged": moved.problem, "damaged_copy": str(moved.aside),
+                "detail": "the search index was damaged and is being rebuilt from the graph; search answers "
+                          "from the rows rebuilt so far until pending reaches 0"}
 
     def _on_commit(self) -> None:
         with self._progress:
@@ -46,6 +69,8 @@ class IndexWorker:
     def wait_synced(self, timeout: float = 5.0) -> bool:
         """Block until every commit made before this call is in the index (bounded: after ``timeout``
         the caller goes on with the index as it is). False on timeout."""
+        if self.rebuilding is not None:  # behind a whole rebuild: waiting a few seconds would not help
+            return False
         with self._progress:
             target = self._commits
             return self._progress.wait_for(lambda: self._synced >= target or self._stop.is_set(), timeout)
@@ -64,12 +89,15 @@ class IndexWorker:
         while not self._stop.is_set():
             self._wake.clear()
             try:
+                if self._check_due:
+                    self._check_due = False
+                    self._heal()
                 if first:
                     self.sync.index.resident()  # load the in-memory rows now, not on the first query
-                    repair = self.sync.repair()
-                    self._written += repair.indexed
+                    repaired = self.sync.repair()
+                    self._written += repaired.indexed
                     log.info("search index ready: %d rows written, %d stale removed, %d requeued",
-                             repair.indexed, repair.removed, repair.requeued)
+                             repaired.indexed, repaired.removed, repaired.requeued)
                 self._written += self._catch_up()
                 if not self._wake.is_set() and self._compaction_due():
                     log.debug("index compaction: started")  # these marks let the crash suite aim its kills
@@ -80,7 +108,9 @@ class IndexWorker:
                 first = False
                 self.last_error = None
             except Exception as exc:  # keep serving; the outbox keeps the work for the next round
-                self.last_error = str(exc)
+                self.last_error = repair.describe(exc)
+                if self._heal():
+                    continue  # the damaged index was replaced: refill the new one at once
                 log.error("index sync failed (%s); retrying in %.0f s", exc, self.interval)
                 log.debug("index sync failure", exc_info=True)
                 self._stop.wait(self.interval)  # back off: a failing round must not spin
@@ -89,6 +119,21 @@ class IndexWorker:
                 continue  # a commit landed during the round
             self._idle.set()
             self._wake.wait(self.interval)  # a commit wakes us early; otherwise a periodic round
+
+    def _heal(self) -> bool:
+        """Check the index after a failure; a damaged one is moved aside and every revision requeued. True
+        when it was replaced."""
+        try:
+            health = repair.check(self.sync.index.path)
+            if not health.damaged:
+                return False
+            self.rebuilding = repair.replace_damaged(self.sync.index, self.sync.graph, health.detail)
+        except Exception as exc:  # e.g. the directory cannot be renamed: keep retrying like any failed round
+            log.error("could not replace the damaged search index: %s", exc)
+            return False
+        self._check_fragments = False  # a fresh table
+        self._written = self._writes = 0
+        return True
 
     def _compaction_due(self) -> bool:
         if self._written >= self.optimize_every:
@@ -113,6 +158,10 @@ class IndexWorker:
                 with self._progress:
                     self._synced = max(self._synced, seen)
                     self._progress.notify_all()
+                if self.rebuilding is not None:
+                    log.warning("the search index has been rebuilt from the graph (the damaged copy stays at %s; "
+                                "delete it when you no longer need it)", self.rebuilding.aside)
+                    self.rebuilding = None
                 return written
             log.debug("index round: writing %d rows", len(docs))
             self.sync.index_docs(docs)

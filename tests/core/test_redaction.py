@@ -337,6 +337,9 @@ def test_redaction_is_idempotent_and_reports_what_it_changed(text: str) -> None:
         "a::",
         "call 0",
         "phone 01 ",
+        "01 ",
+        "(01) 2",
+        "order 0",
     ],
 )
 def test_long_runs_of_near_matches_finish(unit: str) -> None:
@@ -372,6 +375,12 @@ PII = [
     ("Seoul +82 10-9490-8211, London +44 20 7780 7029", "Seoul [phone], London [phone]", ["phone"]),
     # national numbers (trunk 0) only after a word that says it is a phone number
     ("call me on 020 7946 0958 or her mobile: 06-12345678", "call me on [phone] or her mobile: [phone]", ["phone"]),
+    # national numbers in the shapes numbering plans print: an area code in parentheses, or a trunk 0 and groups
+    ("London desk (020) 7946 0321 or 0161 496 0732.", "London desk [phone] or [phone].", ["phone"]),
+    ("Tokyo 03-5555-1234, Seoul 02-555-1234, Brazil (21) 98765-4321", "Tokyo [phone], Seoul [phone], Brazil [phone]",
+     ["phone"]),
+    ("Paris 01 42 68 53 00, Berlin 030 9876543, Zurich 044 987 65 43", "Paris [phone], Berlin [phone], Zurich [phone]",
+     ["phone"]),
 ]
 
 
@@ -395,6 +404,9 @@ def test_pii_is_replaced_by_its_kind(text: str, expected: str, kinds: list[str])
         "[email] [phone] [secret]",
         "at 10:30:45, MAC 00:1A:2B:3C:4D:5E, std::vector, a::b, dead::beef, 12:30",
         "order 020 7946 0958 shipped; ticket number 0612345678",
+        "part number 0451-203-019, ISBN 0-306-40615-2, invoice 0123 456 789, ref: 020 7946 0958",
+        "dated 01-02-2024 12:30, build 0.10.2 (02) 3.1, 1 234 567 items, 020 seconds",
+        "firmware 4.2.0.1, release 10.0.12.4, version 1.2.3.4",
         "IBAN-like XX12 WEST 7890 1234 56 and DE99 3704 0044 0532 0130 00",
     ],
 )
