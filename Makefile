@@ -81,6 +81,20 @@ test-long: install-test
 test-privacy: install-test
 	$(PYTEST) tests/mcp_api/test_privacy.py tests/memory/test_isolation.py
 
+# The appliance-level crash suite: CRASH_CYCLES kill -9 cycles of a real appliance under mixed MCP writes
+# (CRASH_SEED= another seed); prints its figures as JSON (`make test` runs 2 cycles)
+CRASH_CYCLES ?= 25
+test-crash: install-test
+	CRASH_CYCLES=$(CRASH_CYCLES) $(PYTEST) -s -q -m long tests/crash
+
+# No network but loopback: a new network namespace (root, as in CI) runs the tests and the HTTP benchmark,
+# then the probe records the appliance's connect() calls and the files it writes outside its data
+# directory (strace; installed here, before the network goes away). Everything else is installed already.
+test-offline: install-test
+	@command -v strace >/dev/null || { apt-get update -qq && apt-get install -y -qq strace >/dev/null; }
+	unshare -n sh -c 'ip link set lo up && $(PYTEST) -q -m "not long" -p no:cacheprovider \
+	  && $(BIN)/python benchmarks/http_bench.py && $(BIN)/python -m tests.offline.probe'
+
 bench: install
 	$(BIN)/python benchmarks/graph_bench.py
 	$(BIN)/python benchmarks/http_bench.py

@@ -88,6 +88,7 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
     data_dir = DataDir(settings.data_dir)
     data_dir.ensure()
     with data_dir.lock():
+        data_dir.clear_runtime()  # whatever server.json says now, a killed owner left it: the lock was free
         graph = GraphStore.open(
             data_dir.graph_path,
             buffer_pool_mb=settings.graph.buffer_pool_mb,
@@ -101,7 +102,7 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
             moved = repair.set_aside_if_damaged(data_dir.root / "index")  # rebuilt in the background
             index = SearchIndex(data_dir.root / "index", embedder.dim, embedder.model_id)
             worker = IndexWorker(IndexSync(graph, index, embedder), settings.search.sync_interval_seconds,
-                                 rebuilding=moved)
+                                 rebuilding=moved, optimize_every=settings.search.compact_every_rows)
             worker.start()
             working = WorkingMemory.open(data_dir.root / "working")
             model = chat_model or with_response_cache(settings, chat_model_from_settings(settings))

@@ -34,6 +34,9 @@ def _parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="run the appliance (HTTP API, MCP, gRPC) on one port")
     serve.add_argument("--host", help="bind address (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default 9190)")
+    serve.add_argument("--exit-when-idle", type=_positive_seconds, metavar="SECONDS",
+                       help="exit after this long with no request and no running job (kumiho-ce mcp passes "
+                       "idle_exit_minutes when it starts the appliance; by default serve never idles out)")
 
     commands.add_parser("mcp", help="MCP over stdio for agent hosts: forwards to the running appliance "
                         "(started in the background when none answers)")
@@ -55,6 +58,16 @@ def _parser() -> argparse.ArgumentParser:
     models_cli.add_parser(commands)
     commands.add_parser("version", help="print the version")
     return parser
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return seconds
 
 
 def _settings(args: argparse.Namespace, **overrides: object) -> Settings:
@@ -88,6 +101,7 @@ def _configure_logging(level: str) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from appliance.admin_api.auth import configured_token
+    from appliance.server.idle import IdleWatch
 
     settings = _settings(args, host=args.host, port=args.port)
     _configure_logging("debug" if args.debug else settings.log_level)
@@ -111,8 +125,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
                         "from %s", settings.host, source)
         host, port = sock.getsockname()[:2]
         services.data_dir.write_runtime(host, port)
+        idle_exit = None
+        if args.exit_when_idle:  # started by a shim: nobody stops it but this
+            idle_exit = (IdleWatch(busy=services.jobs.busy), args.exit_when_idle)
         try:
-            return runner.run(app, sock, settings.http, "debug" if args.debug else settings.log_level)
+            return runner.run(app, sock, settings.http, "debug" if args.debug else settings.log_level,
+                              idle_exit=idle_exit)
         finally:
             services.data_dir.clear_runtime()
 

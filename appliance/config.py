@@ -52,6 +52,9 @@ class SearchSettings(_Section):
     embedding_threads: int = Field(0, ge=0, le=64, description="onnxruntime threads; 0 = every core")
     sync_interval_seconds: float = Field(30.0, gt=0, le=3600, description="every commit wakes the index sync; "
                                          "this is how often it also looks for pending rows on its own")
+    compact_every_rows: int = Field(2000, ge=1, le=1_000_000, description="compact the index files once this "
+                                    "many rows were written (when the sync is idle; also when many small files "
+                                    "piled up)")
 
 
 class MemoryPolicy(_Section):
@@ -191,6 +194,10 @@ class Settings(BaseSettings):
         "A-Z a-z 0-9 - . _ ~ + / (then = padding); when unset one is generated in the data directory (file token)"
     )
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log to stderr at this level")
+    idle_exit_minutes: float = Field(30.0, ge=0, le=10080, description="an appliance that `kumiho-ce mcp` started "
+                                     "in the background exits after this long with no request and no running "
+                                     "job (the next `kumiho-ce mcp` starts it again); 0 = never. One started "
+                                     "with `kumiho-ce serve` never idles out")
     graph: GraphSettings = Field(default_factory=GraphSettings)
     search: SearchSettings = Field(default_factory=SearchSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)

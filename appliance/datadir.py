@@ -8,7 +8,8 @@
       artifacts/  files the appliance writes itself (transcripts, reports, logs)
       working/    persisted working memory of open sessions
       token       bearer token for requests from beyond loopback (0600)
-      server.json where the running appliance listens ({pid, host, port}); gone when it stops
+      server.json where the running appliance listens ({pid, host, port}); gone when it stops, and
+                  stale (ignored, then replaced) when its owner was killed
 """
 
 from __future__ import annotations
@@ -56,6 +57,35 @@ class DataDir:
     def read_runtime(self) -> dict[str, object] | None:
         try:
             return json.loads(self.runtime_path.read_text())  # type: ignore[no-any-return]
+        except (OSError, ValueError):
+            return None
+
+    def live_runtime(self) -> dict[str, object] | None:
+        """``server.json`` when it names the running owner of this directory; None when absent or stale."""
+        runtime = self.read_runtime()
+        return runtime if runtime is not None and self.stale_reason(runtime) is None else None
+
+    def stale_reason(self, runtime: dict[str, object]) -> str | None:
+        """Why ``runtime`` (a ``server.json``) cannot be the running owner's, or None when it can be. A
+        ``kill -9`` leaves the file behind; its pid may since have been reused. Reads only: probing the lock
+        by taking it would make an appliance that is starting at that moment fail."""
+        pid = runtime.get("pid")
+        if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+            return "it names no process"
+        process = _process_state(pid)
+        if process == "gone":
+            return f"its process {pid} is gone"
+        if process == "other":
+            return f"process {pid} is not a kumiho-ce"
+        locker = self.lock_file_pid()
+        if locker is not None and locker != pid:
+            return f"the data-directory lock was last taken by process {locker}, not {pid}"
+        return None
+
+    def lock_file_pid(self) -> int | None:
+        """The pid the last owner wrote into the lock file (whether or not it still holds the lock)."""
+        try:
+            return int(self.lock_path.read_text().strip() or 0) or None
         except (OSError, ValueError):
             return None
 
@@ -173,6 +203,30 @@ class DataDirLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def _process_state(pid: int) -> str:
+    """"gone" (no such process, or a zombie), "other" (a process that is not kumiho-ce), or "kumiho-ce"
+    (also when /proc cannot tell: only Linux has it, and then the lock decides)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return "gone"
+    except PermissionError:
+        pass  # another user's process: alive
+    proc = Path("/proc") / str(pid)
+    try:
+        state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        argv = (proc / "cmdline").read_bytes().split(b"\0")
+    except FileNotFoundError:
+        return "gone" if Path("/proc/self").exists() else "kumiho-ce"
+    except (OSError, IndexError):
+        return "kumiho-ce"
+    if state in ("Z", "X"):
+        return "gone"
+    # `kumiho-ce serve` (a console script: python …/bin/kumiho-ce serve) or `python -m appliance serve`
+    return "kumiho-ce" if any(Path(arg.decode(errors="replace")).name == "kumiho-ce" or arg == b"appliance"
+                              for arg in argv) else "other"
 
 
 def _read_pid(fd: int) -> int | None:

@@ -40,6 +40,7 @@ def run_checks(settings: Settings) -> list[Check]:
         checks.append(Check("lock", "ok", "free: no kumiho-ce process owns this data directory"))
         checks.append(_check_database(data_dir))
         checks.append(_check_index(data_dir))  # while running, the appliance checks (and repairs) it itself
+    checks.extend(_check_runtime_file(data_dir, holder))
     checks.append(_check_disk(data_dir))
     checks.append(_check_embedding_model(settings))
     checks.append(_check_chat_model(settings))
@@ -120,6 +121,18 @@ def _check_data_dir(data_dir: DataDir) -> Check:
     return Check("data_dir", "ok", f"{root} (mode {stat.S_IMODE(mode):o})")
 
 
+def _check_runtime_file(data_dir: DataDir, holder: int | None) -> list[Check]:
+    """A ``server.json`` that no running owner wrote (``kill -9`` leaves it): said, as it is harmless."""
+    runtime = data_dir.read_runtime()
+    if runtime is None:
+        return []
+    reason = "the data-directory lock is free" if holder is None else data_dir.stale_reason(runtime)
+    if reason is None:
+        return []
+    return [Check("server", "warn", f"{data_dir.runtime_path} is stale ({reason}; a killed appliance left it): "
+                  "kumiho-ce mcp ignores it and the next start replaces it")]
+
+
 def _check_database(data_dir: DataDir) -> Check:
     path = data_dir.graph_path
     if not path.exists():
@@ -156,7 +169,7 @@ def _check_index(data_dir: DataDir) -> Check:
 
 
 def _check_running(settings: Settings, data_dir: DataDir) -> Check:
-    runtime = data_dir.read_runtime() or {}
+    runtime = data_dir.live_runtime() or {}
     host = str(runtime.get("host", settings.host))
     host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     url = f"http://{'[' + host + ']' if ':' in host else host}:{runtime.get('port', settings.port)}/api/_live"

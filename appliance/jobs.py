@@ -142,6 +142,11 @@ class JobQueue:
         with self._lock:
             return [j for j in reversed(self._jobs.values()) if kind is None or j.kind == kind]
 
+    def busy(self) -> bool:
+        """True while any job is queued or running."""
+        with self._lock:
+            return any(job.active for job in self._jobs.values())
+
     def cancel(self, job_id: str) -> Job:
         job = self.get(job_id)
         job.cancel.set()

@@ -39,7 +39,7 @@ def free_port() -> int:
 
 
 def wait_live(url: str) -> None:
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120  # a first start loads the models: more than 30 s on a busy machine
     while time.monotonic() < deadline:
         try:
             if httpx.get(url, timeout=1).status_code == 200:

@@ -40,12 +40,22 @@ class Shim:
         self._write_lock = threading.Lock()
         self._start_lock = threading.Lock()
         self._protocol_version: str | None = None
+        self._stale_said: str | None = None
         self._http = httpx.Client(timeout=httpx.Timeout(REQUEST_TIMEOUT, connect=5.0), trust_env=False)
 
     # -- the appliance ---------------------------------------------------------------------------------
     @property
     def base_url(self) -> str:
-        runtime = self.data_dir.read_runtime() or {}
+        """Where the owner of the data directory listens: ``server.json`` unless it is stale (a killed
+        appliance's, whose port may now be anyone's), else the configured address."""
+        runtime = self.data_dir.read_runtime()
+        reason = self.data_dir.stale_reason(runtime) if runtime is not None else None
+        if reason is not None:
+            if reason != self._stale_said:
+                log.warning("ignoring the stale %s: %s", self.data_dir.runtime_path, reason)
+                self._stale_said = reason
+            runtime = None
+        runtime = runtime or {}
         host = str(runtime.get("host") or self.settings.host)
         host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
         return f"http://{host}:{runtime.get('port') or self.settings.port}"
@@ -68,6 +78,8 @@ class Shim:
             if self.config_path:
                 command += ["--config", self.config_path]
             command += ["--data-dir", str(self.settings.data_dir), "serve"]
+            if self.settings.idle_exit_minutes:  # nobody else will stop it once the agent hosts are gone
+                command += ["--exit-when-idle", str(self.settings.idle_exit_minutes * 60)]
             with open(log_path, "ab") as log_file:
                 subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file,
                                  start_new_session=True, env={**os.environ})

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import re
 import time
 from collections.abc import Callable
@@ -36,6 +37,8 @@ from appliance.memory.sessions import after_consolidation, resolve_session
 from appliance.memory.spaces import check_project, project_of, scopes, storage_space
 from appliance.memory.working import WorkingMemory, message_number
 from appliance.memory.writer import Draft, MemoryWriter, clip_summary
+
+log = logging.getLogger(__name__)
 
 CAPTURE_TYPES = ("decision", "preference", "fact", "correction", "architecture", "implementation", "synthesis",
                  "reflection", "summary", "skill")  # the seed's ten (D7); other lowercase words are accepted
@@ -389,10 +392,13 @@ class MemoryService(ModelBackedTools):
                       tags=tags, metadata=metadata, bundle_name=(shaped["topics"] or [""])[0],
                       source_krefs=_json_list(meta.get("recalled")), edge_type="REFERENCED",
                       artifact_name="conversation", stack=False)
+        log.debug("consolidation: writing session %s (%d messages)", session_id, len(messages))
         stored = self.writer.write([self.writer.plan(draft)])[0]
+        # after the write: a crash between keeps the buffer (consolidated again, never lost)
         cleared = self.working.clear(project, session_id,
                                      through=message_number(messages[-1].message_id) if messages else 0)
         after_consolidation(self.working, session_id, host_session_id)
+        log.debug("consolidation: finished session %s", session_id)
         return {"success": True, "buffer_was_empty": not messages, "cleared_messages": cleared,
                 "summary": draft.summary, "summarized_by": "agent" if summary is not None else self.model.model_id,
                 "store_result": stored}

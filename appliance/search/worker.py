@@ -100,7 +100,9 @@ class IndexWorker:
                              repaired.indexed, repaired.removed, repaired.requeued)
                 self._written += self._catch_up()
                 if not self._wake.is_set() and self._compaction_due():
+                    log.debug("index compaction: started")  # these marks let the crash suite aim its kills
                     self.sync.index.optimize()  # only this thread writes the index: safe while idle
+                    log.debug("index compaction: finished")
                     self._written = self._writes = 0
                     self._check_fragments = False
                 first = False
@@ -161,7 +163,9 @@ class IndexWorker:
                                 "delete it when you no longer need it)", self.rebuilding.aside)
                     self.rebuilding = None
                 return written
+            log.debug("index round: writing %d rows", len(docs))
             self.sync.index_docs(docs)
+            log.debug("index round: finished")
             written += len(docs)
             self._writes += 1
 

@@ -18,6 +18,7 @@ import uvicorn
 
 from appliance.config import HttpSettings
 from appliance.server.front import FrontListener
+from appliance.server.idle import IdleWatch
 from appliance.server.limits import ConnectionLimits, bounded_protocol
 
 log = logging.getLogger(__name__)
@@ -25,12 +26,26 @@ log = logging.getLogger(__name__)
 
 class ApplianceServer(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, sock: socket.socket, grpc_target: str | None = None,
-                 http: HttpSettings | None = None) -> None:
+                 http: HttpSettings | None = None, idle_exit: tuple[IdleWatch, float] | None = None) -> None:
         super().__init__(config)
         self._public_sock = sock
         self._grpc_target = grpc_target
         self._http = http or HttpSettings()
+        self._idle_exit = idle_exit
         self.front: FrontListener | None = None
+
+    async def on_tick(self, counter: int) -> bool:
+        """uvicorn's 0.1 s tick; once a second, also the idle check when this appliance may idle out. The
+        exit it triggers is the graceful one of SIGTERM."""
+        if await super().on_tick(counter):
+            return True
+        if self._idle_exit is None or counter % 10:
+            return False
+        watch, limit = self._idle_exit
+        if watch.idle_seconds() < limit:
+            return False
+        log.info("no request and no job for %.0f s: exiting (started with --exit-when-idle)", limit)
+        return True
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -83,7 +98,10 @@ def make_config(app: Any, log_level: str, http: HttpSettings | None = None) -> u
 
 
 def run(app: Any, sock: socket.socket, http: HttpSettings, log_level: str = "info",
-        grpc_target: str | None = None) -> int:
-    server = ApplianceServer(make_config(app, log_level, http), sock, grpc_target, http)
+        grpc_target: str | None = None, idle_exit: tuple[IdleWatch, float] | None = None) -> int:
+    """Serve until SIGTERM/SIGINT or, with ``idle_exit`` (a watch and seconds), until idle that long."""
+    if idle_exit is not None:
+        app = idle_exit[0].wrap(app)
+    server = ApplianceServer(make_config(app, log_level, http), sock, grpc_target, http, idle_exit)
     server.run()
     return 0 if server.started else 3
