@@ -76,6 +76,19 @@ test-long: install-test
 	@$(PYTEST) -m long; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test-long: no tests were collected" >&2; exit 1; fi; exit $$rc
 
+# 16 MCP clients (HTTP and stdio) and 2 admin API clients for 60 s: latencies, errors, lost writes, RSS (JSON)
+test-load: install-test
+	$(BIN)/python benchmarks/load_test.py --seconds 60
+
+# the same load for SOAK_SECONDS (default 30 minutes): RSS over time should stay flat
+SOAK_SECONDS ?= 1800
+soak: install-test
+	$(BIN)/python benchmarks/load_test.py --seconds $(SOAK_SECONDS)
+
+# server RSS while N short memories are stored through MCP by several clients, then large reflects (JSON)
+bench-rss: install-test
+	$(BIN)/python benchmarks/rss_bench.py
+
 bench: install
 	$(BIN)/python benchmarks/graph_bench.py
 	$(BIN)/python benchmarks/http_bench.py

@@ -10,7 +10,7 @@ import logging
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from litestar import Litestar
@@ -45,7 +45,7 @@ from appliance.memory.recall import Recaller
 from appliance.memory.service import MemoryService
 from appliance.memory.working import WorkingMemory
 from appliance.memory.writer import MemoryWriter
-from appliance.search.index import SearchIndex
+from appliance.search.index import IndexCaches, SearchIndex
 from appliance.search.service import SearchService
 from appliance.search.sync import IndexSync
 from appliance.search.worker import IndexWorker
@@ -87,10 +87,11 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
             buffer_pool_mb=settings.graph.buffer_pool_mb,
             readers=settings.graph.readers,
             default_project=settings.kumiho.default_project,
+            statements_per_connection=settings.graph.statements_per_connection,
         )
         try:
             embedder = make_embedder(settings)
-            index = SearchIndex(data_dir.root / "index", embedder.dim, embedder.model_id)
+            index = SearchIndex(data_dir.root / "index", embedder.dim, embedder.model_id, index_caches(settings))
             worker = IndexWorker(IndexSync(graph, index, embedder), settings.search.sync_interval_seconds)
             worker.start()
             working = WorkingMemory.open(data_dir.root / "working")
@@ -164,6 +165,11 @@ def pii_redactor(settings: Settings) -> Redact:
         return patterns_only(texts)
 
     return redact
+
+
+def index_caches(settings: Settings) -> IndexCaches:
+    search = settings.search
+    return IndexCaches(search.index_cache_mb, search.metadata_cache_mb, timedelta(minutes=search.keep_versions_minutes))
 
 
 def make_embedder(settings: Settings) -> Embedder:
