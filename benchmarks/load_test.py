@@ -31,11 +31,11 @@ def main() -> None:
     parser.add_argument("--admin", type=int, default=2, help="admin API clients (search, readiness, jobs)")
     parser.add_argument("--embedder", choices=("minilm", "hashing"), default="minilm")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as scratch:
-        with serve(Path(scratch) / "data", KUMIHO_CE_SEARCH__EMBEDDER=args.embedder) as app:
-            report = run_load(app.base_url, app.process.pid, app.data_dir, seconds=args.seconds,
-                              http_clients=args.http, stdio_clients=args.stdio, admin_clients=args.admin)
-            exit_code = app.stop()
+    with tempfile.TemporaryDirectory() as scratch, \
+            serve(Path(scratch) / "data", KUMIHO_CE_SEARCH__EMBEDDER=args.embedder) as app:
+        report = run_load(app.base_url, app.process.pid, app.data_dir, seconds=args.seconds,
+                          http_clients=args.http, stdio_clients=args.stdio, admin_clients=args.admin)
+        exit_code = app.stop()
     report = {"benchmark": "load", "embedder": args.embedder, **report, "appliance_exit_code": exit_code,
               "cpu_count": os.cpu_count()}
     print(json.dumps(report, indent=2))

@@ -80,8 +80,9 @@ class SearchIndex:
         path.mkdir(parents=True, exist_ok=True)
         self.path, self.dim, self.model_id = path, dim, model_id
         self._keep_versions = caches.keep_versions
-        self._db = lancedb.connect(str(path), session=lancedb.Session(
-            index_cache_size_bytes=caches.index_cache_mb << 20, metadata_cache_size_bytes=caches.metadata_cache_mb << 20))
+        session = lancedb.Session(index_cache_size_bytes=caches.index_cache_mb << 20,
+                                  metadata_cache_size_bytes=caches.metadata_cache_mb << 20)
+        self._db = lancedb.connect(str(path), session=session)
         self._meta_path = path / "index.json"
         self._lock = threading.Lock()  # LanceDB writes (and optimize) from one thread at a time
         if self._has_table() and not self._compatible():
