@@ -59,7 +59,7 @@ class SearchSettings(_Section):
                                 "(its own default is 6 GiB)")
     metadata_cache_mb: int = Field(64, ge=1, le=65_536, description="LanceDB's cache of file metadata and "
                                    "schemas in MiB (its own default is 1 GiB)")
-    keep_versions_minutes: int = Field(10, ge=1, le=525_600, description="index table versions older than this "
+    keep_versions_minutes: int = Field(1, ge=1, le=525_600, description="index table versions older than this "
                                        "are deleted when the index is compacted (every write makes one)")
 
 

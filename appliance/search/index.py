@@ -72,7 +72,7 @@ class IndexCaches:
 
     index_cache_mb: int = 64
     metadata_cache_mb: int = 64
-    keep_versions: timedelta = timedelta(minutes=10)
+    keep_versions: timedelta = timedelta(minutes=1)
 
 
 class SearchIndex:
