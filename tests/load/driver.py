@@ -56,6 +56,7 @@ class Tally:
     errors: list[dict[str, str]] = field(default_factory=list)
     acknowledged: dict[str, str] = field(default_factory=dict)  # marker → revision kref the write returned
     rss: list[tuple[float, float]] = field(default_factory=list)  # (seconds since start, MiB)
+    last_call_end: float = 0.0  # monotonic
 
     def error(self, client: str, op: str, message: str) -> None:
         self.errors.append({"client": client, "op": op, "message": message[:500]})
@@ -118,6 +119,7 @@ async def _mcp_client(open_session: Any, name: str, deadline: float, tally: Tall
                 except Exception as exc:  # a transport failure is an error of the run, not of the driver
                     tally.error(name, op, f"{type(exc).__name__}: {exc}")
                 tally.latencies[op].append((time.perf_counter() - start) * 1000)
+                tally.last_call_end = time.monotonic()
                 n += 1
     except Exception as exc:
         tally.error(name, "session", f"{type(exc).__name__}: {exc}")
@@ -175,7 +177,7 @@ def run_load(base_url: str, pid: int, data_dir: Path, *, seconds: float, http_cl
     tally = Tally()
     run = uuid.uuid4().hex[:6]
 
-    async def main() -> float:
+    async def main() -> tuple[float, float]:
         start = time.monotonic()
         deadline = start + seconds
         async with anyio.create_task_group() as group:
@@ -187,17 +189,18 @@ def run_load(base_url: str, pid: int, data_dir: Path, *, seconds: float, http_cl
                                  f"stdio{i}-{run}", deadline, tally, 1000 + i)
             for i in range(admin_clients):
                 group.start_soon(_admin_client, base_url, headers, f"admin{i}-{run}", deadline, tally)
-        return time.monotonic() - start
+        # calls start until the deadline; the last one ends a little after it
+        return max(seconds, tally.last_call_end - start), time.monotonic() - start
 
-    elapsed = anyio.run(main)
+    elapsed, wall = anyio.run(main)
     wait_indexed(base_url, headers)
     missing = missing_writes(base_url, headers, tally.acknowledged)
     calls = sum(len(v) for v in tally.latencies.values())
     rss = [mb for _, mb in tally.rss]
     half = len(rss) // 2
     return {
-        "seconds": round(elapsed, 1), "clients": {"mcp_http": http_clients, "mcp_stdio": stdio_clients,
-                                                   "admin_api": admin_clients},
+        "seconds": round(elapsed, 1), "wall_seconds": round(wall, 1),
+        "clients": {"mcp_http": http_clients, "mcp_stdio": stdio_clients, "admin_api": admin_clients},
         "calls": calls, "throughput_per_s": round(calls / elapsed, 1),
         "latency_ms": {op: percentiles(samples) for op, samples in sorted(tally.latencies.items())},
         "errors": len(tally.errors), "error_samples": tally.errors[:10],
