@@ -30,6 +30,8 @@ from tests.appliance_process import ROOT, cli_env, free_port, wait_until_live
 from tests.load.driver import percentiles, rss_mb
 from tests.mcp_api.clients import call, http_session
 
+CALL_TIMEOUT = 600  # seconds
+
 
 def slope_per_1000(series: list[tuple[int, float]]) -> float | None:
     """Least-squares slope of RSS (MiB) over stores, per 1,000 stores."""
@@ -39,6 +41,11 @@ def slope_per_1000(series: list[tuple[int, float]]) -> float | None:
     mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
     var = sum((x - mx) ** 2 for x in xs)
     return round(1000 * sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / var, 1) if var else None
+
+
+def store_args(n: int, name: str) -> dict[str, Any]:
+    return {"space_path": "rss", "title": f"Note {n} by {name}", "assistant_text": "Noted.",
+            "user_text": f"Short memory number {n} from {name}: the build took {n % 97} s.", "stack_revisions": False}
 
 
 def fill(base_url: str, pid: int, stores: int, clients: int, every: int) -> dict[str, Any]:
@@ -51,9 +58,8 @@ def fill(base_url: str, pid: int, stores: int, clients: int, every: int) -> dict
         async with http_session(base_url) as session:
             for n in counter:
                 start = time.perf_counter()
-                stored = await call(session, "kumiho_memory_store", space_path="rss", title=f"Note {n} by {name}",
-                                    user_text=f"Short memory number {n} from {name}: the build took {n % 97} s.",
-                                    assistant_text="Noted.", stack_revisions=False)
+                with anyio.fail_after(CALL_TIMEOUT):  # a server that died must not hang the benchmark
+                    stored = await call(session, "kumiho_memory_store", **store_args(n, name))
                 latencies.append((time.perf_counter() - start) * 1000)
                 krefs.append(stored["revision_kref"])
                 if len(krefs) % every == 0:
@@ -76,12 +82,13 @@ def reflect(base_url: str, pid: int, count: int, captures: int, sources: list[st
         async with http_session(base_url) as session:
             for r in range(count):
                 start = time.perf_counter()
-                result = await session.call_tool("kumiho_memory_reflect", {
-                    "session_id": f"rss-{r}", "response": "Noted.", "discover_edges": False,
-                    "source_krefs": sources, "captures": [
-                        {"type": "fact", "title": f"Reflected fact {r}-{c}",
-                         "content": f"Fact {c} of reflect {r}: the nightly job {c} runs at {c % 24}:00.",
-                         "space_hint": "rss-facts"} for c in range(captures)]})
+                arguments = {"session_id": f"rss-{r}", "response": "Noted.", "discover_edges": False,
+                             "source_krefs": sources, "captures": [
+                                 {"type": "fact", "title": f"Reflected fact {r}-{c}",
+                                  "content": f"Fact {c} of reflect {r}: the nightly job {c} runs at {c % 24}:00.",
+                                  "space_hint": "rss-facts"} for c in range(captures)]}
+                with anyio.fail_after(CALL_TIMEOUT):
+                    result = await session.call_tool("kumiho_memory_reflect", arguments)
                 text = result.content[0].text  # type: ignore[union-attr]
                 done.append({"seconds": round(time.perf_counter() - start, 1), "ok": not result.is_error,
                              "rss_mb": round(rss_mb(pid), 1), **({"error": text[:300]} if result.is_error else {})})

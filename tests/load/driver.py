@@ -25,6 +25,7 @@ from mcp.client.session import ClientSession
 
 from tests.mcp_api.clients import http_session, stdio_session
 
+CALL_TIMEOUT = 300  # seconds
 # operation → weight in each MCP client's mix
 MIX = {"engage": 30, "recall": 15, "store": 30, "reflect": 10, "ingest": 15}
 TOPICS = ("backup schedule", "deploy pipeline", "tea preferences", "database version", "travel plans",
@@ -115,7 +116,8 @@ async def _mcp_client(open_session: Any, name: str, deadline: float, tally: Tall
                 op = rng.choices(ops, weights)[0]
                 start = time.perf_counter()
                 try:
-                    await _one_op(session, op, name, n, tally)
+                    with anyio.fail_after(CALL_TIMEOUT):  # a hung call is an error, not a hung run
+                        await _one_op(session, op, name, n, tally)
                 except Exception as exc:  # a transport failure is an error of the run, not of the driver
                     tally.error(name, op, f"{type(exc).__name__}: {exc}")
                 tally.latencies[op].append((time.perf_counter() - start) * 1000)
