@@ -40,7 +40,7 @@ class GraphSettings(_Section):
     buffer_pool_mb: int = Field(256, ge=16, le=1_048_576, description="Kùzu buffer pool cap in MiB")
     readers: int = Field(4, ge=1, le=64, description="Read connections in the pool")
     statements_per_connection: int = Field(
-        1000, ge=16, le=100_000, description="compiled queries each graph connection keeps for reuse (a few KB "
+        256, ge=16, le=100_000, description="compiled queries each graph connection keeps for reuse (a few KB "
         "each); past this the connection is reopened, which is the only way Kùzu frees them")
 
 

@@ -134,7 +134,7 @@ def _parameters(query: str) -> frozenset[str]:
 class KuzuEngine:
     def __init__(
         self, path: Path, *, buffer_pool_mb: int = 256, readers: int = 4, read_only: bool = False,
-        max_statements: int = 1000,
+        max_statements: int = 256,
     ) -> None:
         if not read_only:
             path.parent.mkdir(parents=True, exist_ok=True)
