@@ -170,11 +170,18 @@ def missing_writes(base_url: str, headers: dict[str, str], acknowledged: dict[st
     return missing
 
 
+def bearer(data_dir: Path) -> dict[str, str]:
+    """The admin API's token header, when the appliance has written its token file (loopback needs none)."""
+    token_file = data_dir / "token"
+    token = token_file.read_text().strip() if token_file.exists() else ""
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
 def run_load(base_url: str, pid: int, data_dir: Path, *, seconds: float, http_clients: int, stdio_clients: int,
              admin_clients: int, headers: dict[str, str] | None = None, stdio_env: dict[str, str] | None = None
              ) -> dict[str, Any]:
     """Drive the appliance at ``base_url`` (process ``pid``) and return the report (a JSON-able dict)."""
-    headers = headers or {}
+    headers = headers if headers is not None else bearer(data_dir)
     port = int(base_url.rsplit(":", 1)[1])
     tally = Tally()
     run = uuid.uuid4().hex[:6]
