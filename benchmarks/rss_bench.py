@@ -1,12 +1,14 @@
 """Server memory under steady writes: prints one JSON object.
 
-    python benchmarks/rss_bench.py [--stores 2000] [--clients 8] [--every 100] [--reflects 3]
+    python benchmarks/rss_bench.py [--stores 2000] [--reads 2000] [--clients 8] [--every 100] [--reflects 3]
                                    [--captures 50] [--sources 20] [--embedder minilm|hashing] [--code DIR]
 
 Starts a real appliance (`kumiho-ce serve`, fresh data directory, no chat model), stores N short memories
 through MCP over streamable HTTP with several clients at once, samples the server's RSS (VmRSS) every k
-stores, then runs a few large reflects (many captures, each linked to many sources) and samples again, also
-after a few idle seconds. ``mb_per_1000_stores`` is the slope of RSS over the stores after the first 10 %.
+stores, then as many engage/recall calls (distinct queries) and samples again, then runs a few large reflects
+(many captures, each linked to many sources), and samples once more after a few idle seconds.
+``mb_per_1000_stores`` is the slope of RSS over the stores after the first 10 %, ``mb_per_1000_reads`` over
+the reads.
 ``--code DIR`` runs the server from another checkout (to measure a version before a change).
 """
 
@@ -76,6 +78,32 @@ def fill(base_url: str, pid: int, stores: int, clients: int, every: int) -> dict
             "seconds": round(time.perf_counter() - start, 1)}
 
 
+def read(base_url: str, pid: int, reads: int, clients: int, every: int) -> dict[str, Any]:
+    """Engage and recall, alternating, each query distinct (the 5-second recall cache answers nothing)."""
+    series: list[tuple[int, float]] = [(0, round(rss_mb(pid), 1))]
+    done: list[int] = []
+    counter = iter(range(reads))
+
+    async def client() -> None:
+        async with http_session(base_url) as session:
+            for n in counter:
+                tool = "kumiho_memory_engage" if n % 2 else "kumiho_memory_recall"
+                with anyio.fail_after(CALL_TIMEOUT):
+                    await call(session, tool, query=f"how long did build {n % 97} take (question {n})?")
+                done.append(n)
+                if len(done) % every == 0:
+                    series.append((len(done), round(rss_mb(pid), 1)))
+
+    async def main() -> None:
+        async with anyio.create_task_group() as group:
+            for _ in range(clients):
+                group.start_soon(client)
+
+    start = time.perf_counter()
+    anyio.run(main)
+    return {"series": series, "seconds": round(time.perf_counter() - start, 1)}
+
+
 def reflect(base_url: str, pid: int, count: int, captures: int, sources: list[str]) -> list[dict[str, Any]]:
     async def main() -> list[dict[str, Any]]:
         done = []
@@ -102,6 +130,7 @@ def main() -> None:
     parser.add_argument("--stores", type=int, default=2000)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--every", type=int, default=100, help="sample RSS every this many stores")
+    parser.add_argument("--reads", type=int, default=2000, help="engage/recall calls after the stores")
     parser.add_argument("--reflects", type=int, default=3)
     parser.add_argument("--captures", type=int, default=50, help="captures per reflect")
     parser.add_argument("--sources", type=int, default=20, help="source_krefs per reflect (each capture links each)")
@@ -122,6 +151,8 @@ def main() -> None:
             start_mb = round(rss_mb(process.pid), 1)
             filled = fill(base_url, process.pid, args.stores, args.clients, args.every)
             after_stores = round(rss_mb(process.pid), 1)
+            reads = read(base_url, process.pid, args.reads, args.clients, args.every)
+            after_reads = round(rss_mb(process.pid), 1)
             reflects = reflect(base_url, process.pid, args.reflects, args.captures,
                                filled["krefs"][: args.sources])
             time.sleep(5)
@@ -138,11 +169,14 @@ def main() -> None:
     steady = [(x, y) for x, y in series if x >= args.stores // 10]
     report = {"benchmark": "rss", "code": str(code), "embedder": args.embedder, "stores": args.stores,
               "clients": args.clients, "fill_seconds": filled["seconds"], "store_ms": filled["store_ms"],
-              "rss_mb": {"start": start_mb, "after_stores": after_stores, "after_reflects": reflects[-1]["rss_mb"]
+              "rss_mb": {"start": start_mb, "after_stores": after_stores, "after_reads": after_reads,
+                         "after_reflects": reflects[-1]["rss_mb"]
                          if reflects else None, "idle_5s_later": idle},
-              "mb_per_1000_stores": slope_per_1000(steady), "reflects": reflects,
+              "mb_per_1000_stores": slope_per_1000(steady), "reads": args.reads,
+              "mb_per_1000_reads": slope_per_1000(reads["series"]), "read_seconds": reads["seconds"],
+              "reflects": reflects,
               "reflect_shape": {"captures": args.captures, "source_krefs": args.sources},
-              "series": series, "cpu_count": os.cpu_count()}
+              "series": series, "read_series": reads["series"], "cpu_count": os.cpu_count()}
     print(json.dumps(report))
 
 
