@@ -95,6 +95,19 @@ test-offline: install-test
 	unshare -n sh -c 'ip link set lo up && $(PYTEST) -q -m "not long" -p no:cacheprovider \
 	  && $(BIN)/python benchmarks/http_bench.py && $(BIN)/python -m tests.offline.probe'
 
+# 16 MCP clients (HTTP and stdio) and 2 admin API clients for 60 s: latencies, errors, lost writes, RSS (JSON)
+test-load: install-test
+	$(BIN)/python benchmarks/load_test.py --seconds 60
+
+# the same load for SOAK_SECONDS (default 30 minutes): RSS over time should stay flat
+SOAK_SECONDS ?= 1800
+soak: install-test
+	$(BIN)/python benchmarks/load_test.py --seconds $(SOAK_SECONDS)
+
+# server RSS while N short memories are stored through MCP by several clients, then large reflects (JSON)
+bench-rss: install-test
+	$(BIN)/python benchmarks/rss_bench.py
+
 bench: install
 	$(BIN)/python benchmarks/graph_bench.py
 	$(BIN)/python benchmarks/http_bench.py

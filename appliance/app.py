@@ -10,7 +10,7 @@ import logging
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from litestar import Litestar
@@ -47,7 +47,7 @@ from appliance.memory.service import MemoryService
 from appliance.memory.working import WorkingMemory
 from appliance.memory.writer import MemoryWriter
 from appliance.search import repair
-from appliance.search.index import SearchIndex
+from appliance.search.index import IndexCaches, SearchIndex
 from appliance.search.service import SearchService
 from appliance.search.sync import IndexSync
 from appliance.search.worker import IndexWorker
@@ -94,13 +94,14 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
             buffer_pool_mb=settings.graph.buffer_pool_mb,
             readers=settings.graph.readers,
             default_project=settings.kumiho.default_project,
+            statements_per_connection=settings.graph.statements_per_connection,
         )
         try:
             # before anything writes: files of writes a crash interrupted (the graph is consistent by now)
             sweep_artifacts(data_dir.root / "artifacts", graph.artifact_locations())
             embedder = make_embedder(settings)
             moved = repair.set_aside_if_damaged(data_dir.root / "index")  # rebuilt in the background
-            index = SearchIndex(data_dir.root / "index", embedder.dim, embedder.model_id)
+            index = SearchIndex(data_dir.root / "index", embedder.dim, embedder.model_id, index_caches(settings))
             worker = IndexWorker(IndexSync(graph, index, embedder), settings.search.sync_interval_seconds,
                                  rebuilding=moved, optimize_every=settings.search.compact_every_rows)
             worker.start()
@@ -175,6 +176,11 @@ def pii_redactor(settings: Settings) -> Redact:
         return patterns_only(texts)
 
     return redact
+
+
+def index_caches(settings: Settings) -> IndexCaches:
+    search = settings.search
+    return IndexCaches(search.index_cache_mb, search.metadata_cache_mb, timedelta(minutes=search.keep_versions_minutes))
 
 
 def make_embedder(settings: Settings) -> Embedder:

@@ -157,7 +157,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     keeps its index in step by itself), so this needs it stopped. A damaged index is moved aside first."""
     from tqdm import tqdm
 
-    from appliance.app import make_embedder
+    from appliance.app import index_caches, make_embedder
     from appliance.datadir import DataDir
     from appliance.graph import GraphStore
     from appliance.search import repair
@@ -169,10 +169,11 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     data_dir = DataDir(settings.data_dir)
     data_dir.ensure()
     with data_dir.lock(), GraphStore.open(data_dir.graph_path, buffer_pool_mb=settings.graph.buffer_pool_mb,
-                                          default_project=settings.kumiho.default_project) as graph:
+                                          default_project=settings.kumiho.default_project,
+                                          statements_per_connection=settings.graph.statements_per_connection) as graph:
         embedder = make_embedder(settings)
         repair.set_aside_if_damaged(data_dir.root / "index")  # says so in a warning
-        index = SearchIndex(data_dir.root / "index", embedder.dim, embedder.model_id)
+        index = SearchIndex(data_dir.root / "index", embedder.dim, embedder.model_id, index_caches(settings))
         with tqdm(total=len(graph.revision_krefs()), unit="rev", desc="reindex", file=sys.stderr) as bar:
             def progress(done: int, total: int) -> None:
                 bar.total = total

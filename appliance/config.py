@@ -39,6 +39,9 @@ class _Section(BaseModel):
 class GraphSettings(_Section):
     buffer_pool_mb: int = Field(256, ge=16, le=1_048_576, description="Kùzu buffer pool cap in MiB")
     readers: int = Field(4, ge=1, le=64, description="Read connections in the pool")
+    statements_per_connection: int = Field(
+        256, ge=16, le=100_000, description="compiled queries each graph connection keeps for reuse (a few KB "
+        "each); past this the connection is reopened, which is the only way Kùzu frees them")
 
 
 class SearchSettings(_Section):
@@ -55,6 +58,12 @@ class SearchSettings(_Section):
     compact_every_rows: int = Field(2000, ge=1, le=1_000_000, description="compact the index files once this "
                                     "many rows were written (when the sync is idle; also when many small files "
                                     "piled up)")
+    index_cache_mb: int = Field(64, ge=1, le=65_536, description="LanceDB's cache of opened index data in MiB "
+                                "(its own default is 6 GiB)")
+    metadata_cache_mb: int = Field(64, ge=1, le=65_536, description="LanceDB's cache of file metadata and "
+                                   "schemas in MiB (its own default is 1 GiB)")
+    keep_versions_minutes: int = Field(1, ge=1, le=525_600, description="index table versions older than this "
+                                       "are deleted when the index is compacted (every write makes one)")
 
 
 class MemoryPolicy(_Section):

@@ -46,10 +46,11 @@ class GraphStore(BundleStore, ArtifactStore, LinkStore, OutboxStore):
     @classmethod
     def open(
         cls, path: Path, *, buffer_pool_mb: int = 256, readers: int = 4, clock: Clock = utc_now,
-        default_project: str = "CognitiveMemory",
+        default_project: str = "CognitiveMemory", statements_per_connection: int = 256,
     ) -> GraphStore:
         """Open (or create) the graph at ``path`` and bring its schema up to date."""
-        engine = KuzuEngine(path, buffer_pool_mb=buffer_pool_mb, readers=readers)
+        engine = KuzuEngine(path, buffer_pool_mb=buffer_pool_mb, readers=readers,
+                            max_statements=statements_per_connection)
         try:
             schema.migrate(engine)
         except BaseException:
