@@ -36,7 +36,7 @@ from appliance.memory.recall import Recaller, RecallQuery
 from appliance.memory.sessions import after_consolidation, resolve_session
 from appliance.memory.spaces import check_project, scopes, storage_space
 from appliance.memory.working import WorkingMemory
-from appliance.memory.writer import Draft, MemoryWriter, clip_summary
+from appliance.memory.writer import Draft, MemoryWriter, check_write_size, clip_summary
 
 CAPTURE_TYPES = ("decision", "preference", "fact", "correction", "architecture", "implementation", "synthesis",
                  "reflection", "summary", "skill")  # the seed's ten (D7); other lowercase words are accepted
@@ -45,6 +45,8 @@ _EVENT_DATE = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
 EVIDENCE_LEVELS = ("official", "corroborated", "single_source", "unverified")
 CONSOLIDATE_AFTER = 50  # buffered messages before ingest says should_consolidate
 RECALLED_KEPT = 20  # krefs a session remembers having recalled (its summary links to them)
+MAX_METADATA_VALUE = 4096  # characters of one caller metadata value (JSON-encoded when not a string)
+MAX_SUMMARY_OBJECT = 65536  # characters of an agent-written summary object, JSON-encoded
 
 
 @dataclass
@@ -217,7 +219,7 @@ class MemoryService(ModelBackedTools):
             kind=str(args.get("memory_item_kind") or "conversation"), memory_type=memory_type,
             title=title, summary=summary, user_text=red.clean(user_text), assistant_text=red.clean(assistant_text),
             tags=red.clean(list(args["tags"])) if args.get("tags") else None,
-            metadata=red.clean(records.metadata_values(args.get("metadata"))),
+            metadata=red.clean(_caller_metadata(args.get("metadata"))),
             bundle_name=str(args.get("bundle_name") or ""), source_krefs=_krefs(args.get("source_revision_krefs")),
             edge_type=str(args.get("edge_type") or "DERIVED_FROM"),
             artifact_name=str(args.get("artifact_name") or "chat_io"),
@@ -236,6 +238,7 @@ class MemoryService(ModelBackedTools):
             drafts.append(draft)
             if bad_date:
                 dropped.append({"title": draft.title, "event_date": bad_date})
+        check_write_size(drafts)
         session_id, source = resolve_session(self.working, session_id=args.get("session_id"),
                                              user_id=args.get("user_id"), context=args.get("context"),
                                              host_session_id=client.host_session_id, project=project)
@@ -530,6 +533,16 @@ def _positive(value: Any, field: str) -> int:
     return min(value, 100)
 
 
+def _caller_metadata(values: dict[str, Any] | None) -> dict[str, str]:
+    encoded = records.metadata_values(values)
+    for key, value in encoded.items():
+        if len(value) > MAX_METADATA_VALUE:
+            raise InvalidArgument(f"metadata.{key[:64]}: at most {MAX_METADATA_VALUE} characters (JSON-encoded "
+                                  f"when not a string; got {len(value)}); keep long text in the memory itself",
+                                  field=f"metadata.{key[:64]}")
+    return encoded
+
+
 def _krefs(values: Any) -> list[str]:
     found = []
     for index, value in enumerate(values or []):
@@ -560,6 +573,9 @@ def _retrieve_mode(mode: str, query: str) -> str:
 
 def _summary_shape(summary: Any) -> dict[str, Any]:
     """An agent-written summary (text or object) in the summariser's shape (reference §4.10)."""
+    if isinstance(summary, dict) and len(json.dumps(summary, default=str)) > MAX_SUMMARY_OBJECT:
+        raise InvalidArgument(f"summary: at most {MAX_SUMMARY_OBJECT} characters as JSON; shorten its texts",
+                              field="summary")
     if isinstance(summary, str):
         summary = {"summary": summary}
     if not isinstance(summary, dict) or not str(summary.get("summary") or "").strip():

@@ -35,6 +35,11 @@ STACK_MIDDLE = 0.55
 STACK_MIN_OVERLAP = 0.17
 STACK_MIN_TOKENS = 8
 SUMMARY_LIMIT = 2000
+# One write holds the graph's single writer for its whole transaction, and every provenance edge costs a few
+# milliseconds: 100 captures × 100 sources (10,000 edges) held it 44 s. These caps keep the largest write of
+# one call short (docs/mcp-tools.md "Bounds"), whatever the surface's schema allows.
+MAX_MEMORIES_PER_WRITE = 20
+MAX_EDGES_PER_WRITE = 200
 _WORD = re.compile(r"[0-9a-z_]{2,}")
 _UNSAFE = re.compile(r"[^\w-]")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7a3]+")
@@ -152,6 +157,7 @@ class MemoryWriter:
     # -- writing ---------------------------------------------------------------------------------------
     def write(self, plans: list[Plan]) -> list[dict[str, Any]]:
         """Write every plan in one transaction; returns one result per plan (reference §4.8 step 12)."""
+        check_write_size([p.draft for p in plans])
         written: list[Path] = []
         try:
             for plan in plans:
@@ -234,6 +240,19 @@ class MemoryWriter:
         temp.write_text("\n".join(lines) + "\n", encoding="utf-8")
         temp.replace(path)
         return path
+
+
+def check_write_size(drafts: list[Draft], field: str = "captures") -> None:
+    """Refuse, before anything is written, a write larger than one transaction may be (all or nothing)."""
+    if len(drafts) > MAX_MEMORIES_PER_WRITE:
+        raise InvalidArgument(f"{field}: at most {MAX_MEMORIES_PER_WRITE} memories in one call (got {len(drafts)}); "
+                              "split them over several calls", field=field)
+    edges = sum(len(d.source_krefs) for d in drafts)
+    if edges > MAX_EDGES_PER_WRITE:
+        raise InvalidArgument(
+            f"source_krefs: this call would write {edges} provenance edges (every capture links to every "
+            f"source); at most {MAX_EDGES_PER_WRITE} in one call: cite only the sources that matter, or split "
+            "the captures over several calls", field="source_krefs")
 
 
 def _stack_query(title: str, summary: str, limit: int = 180) -> str:
