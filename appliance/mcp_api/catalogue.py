@@ -65,6 +65,26 @@ def validated(name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
     return args
 
 
+def largest_request(schema: dict[str, Any]) -> int:
+    """Characters of the longest arguments object the schema accepts (declared arguments only): every string
+    at its maxLength, every list at its maxItems. Bounds the memory and time one call can cost."""
+    if "enum" in schema:
+        return max(len(json.dumps(v)) for v in schema["enum"])
+    kinds = schema.get("type")
+    kinds = kinds if isinstance(kinds, list) else [kinds]
+    sizes = [24]  # a number, a boolean or null
+    if "string" in kinds:
+        sizes.append(schema["maxLength"] + 2)
+    if "array" in kinds:
+        sizes.append(2 + schema["maxItems"] * (largest_request(schema["items"]) + 1))
+    if "object" in kinds and "properties" in schema:
+        sizes.append(2 + sum(len(k) + 4 + largest_request(v) for k, v in schema["properties"].items()))
+    elif "object" in kinds and "additionalProperties" in schema:
+        key, value = schema["propertyNames"]["maxLength"], schema["additionalProperties"]["maxLength"]
+        sizes.append(2 + schema["maxProperties"] * (key + value + 6))
+    return max(sizes)
+
+
 def _check_depth(args: dict[str, Any]) -> None:
     """Iteratively, so that no depth can exhaust the stack."""
     stack: list[tuple[Any, int, list[str | int]]] = [(args, 0, [])]

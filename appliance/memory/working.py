@@ -26,6 +26,7 @@ from appliance.errors import Conflict, InvalidArgument, StorageError
 Clock = Callable[[], datetime]  # the same shape as appliance.graph._support.Clock
 ROLES = ("user", "assistant", "system", "tool")
 MAX_NAME = 256
+MAX_MESSAGE_BYTES = 65536  # one buffered message, UTF-8
 POINTER_TTL = timedelta(hours=24)  # the Redis original's expiry of active-session pointers
 
 _SCHEMA = """
@@ -105,7 +106,7 @@ class WorkingMemory:
         self.max_message_bytes = max_message_bytes
 
     @classmethod
-    def open(cls, directory: Path, *, max_messages: int = 2000, max_message_bytes: int = 65536,
+    def open(cls, directory: Path, *, max_messages: int = 2000, max_message_bytes: int = MAX_MESSAGE_BYTES,
              clock: Clock = utc_now) -> WorkingMemory:
         if max_messages < 1:
             raise InvalidArgument("max_messages: give at least 1", field="max_messages")

@@ -1,0 +1,101 @@
+"""Bad input, generated: every MCP tool called over real HTTP with arguments drawn from its own input schema
+(hypothesis-jsonschema), and with the same arguments broken (wrong types, bounds overstepped, strings made
+hostile). Every answer: no 5xx, no internal error, no internal text; a refused call leaves every store as it
+was. A short, deterministic run is part of ``make test``; ``make test-fuzz`` runs many more examples
+(``KUMIHO_FUZZ_EXAMPLES`` per tool, default 200) and prints the figures as JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis_jsonschema import from_schema
+
+from appliance.mcp_api.catalogue import tools
+from tests.inprocess import InProcess, serve_in_process
+from tests.mcp_api.hostile import RawMcp, snapshot
+
+SHORT_EXAMPLES = 6
+LONG_EXAMPLES = int(os.environ.get("KUMIHO_FUZZ_EXAMPLES", "200"))
+TOOLS = sorted(tools())
+
+# Values that break a field whatever its schema: other types, hostile text, numbers out of any range.
+HOSTILE = st.sampled_from([
+    None, True, -1, 0, 2**63, -(2**63) - 1, 10**30, 1.5, float("inf"), float("nan"), [], [None], {}, {"a": {}},
+    "", " ", "\x00", "a\x00b", "\u202e\u0000\x1b[31m", "../../etc/passwd", "/etc/passwd", "..", "C:\\Windows",
+    "kref://", "kref://../../x", "kref://P/s/x.kind?r=0", "kref://P/s/x.kind?r=99999999999999999999",
+    "²", "٣", "１２", "\ud800", "\udfff", "a\ud83d", "🦊" * 3, "*" * 300, "[[[[", "%s%n", "' OR 1=1 --",
+    "MATCH (n) DETACH DELETE n", "x" * 70_000,
+])
+
+
+def _broken(schema: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
+    """Arguments valid but for one field (or one undeclared key) replaced by a hostile value."""
+    keys = sorted(schema.get("properties", {})) or ["unexpected"]
+    return st.tuples(from_schema(schema), st.sampled_from([*keys, "unexpected"]), HOSTILE).map(
+        lambda t: {**t[0], t[1]: t[2]})
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcess]:
+    data = tmp_path_factory.mktemp("fuzz") / "data"
+    with serve_in_process(data, None) as running:
+        seed = RawMcp(running.base_url)
+        stored = seed.call("kumiho_memory_store", {"user_text": "The fuzz suite seeds one memory to find.",
+                                                   "title": "Fuzz seed", "space_path": "notes"})
+        assert stored.payload and stored.payload.get("stored"), stored.text
+        seed.close()
+        yield running
+
+
+@pytest.fixture(scope="module")
+def figures() -> Iterator[dict[str, Counter[str]]]:
+    found: dict[str, Counter[str]] = {}
+    yield found
+    if found:
+        total = sum((c for c in found.values()), Counter())
+        print("\n" + json.dumps({"fuzz": {"tools": len(found), **total}, "per_tool": found}, sort_keys=True))
+
+
+def _fuzz(app: InProcess, name: str, examples: int, figures: dict[str, Counter[str]]) -> None:
+    schema = tools()[name].input_schema
+    client = RawMcp(app.base_url)
+    counts = figures.setdefault(name, Counter())
+
+    @settings(max_examples=examples, derandomize=True, deadline=None, database=None, print_blob=True,
+              suppress_health_check=list(HealthCheck))
+    @given(st.one_of(from_schema(schema), _broken(schema)))
+    def one_call(arguments: dict[str, Any]) -> None:
+        before = snapshot(app)
+        answer = client.call(name, arguments)
+        counts["examples"] += 1
+        if answer.refused:
+            counts["refused"] += 1
+            assert snapshot(app) == before, ("a refused call changed the stores", name, answer.text[:500])
+        else:
+            counts["accepted"] += 1
+
+    try:
+        one_call()
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("name", TOOLS)
+def test_every_tool_survives_generated_arguments(app: InProcess, name: str,
+                                                 figures: dict[str, Counter[str]]) -> None:
+    _fuzz(app, name, SHORT_EXAMPLES, figures)
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("name", TOOLS)
+def test_every_tool_survives_many_generated_arguments(app: InProcess, name: str,
+                                                      figures: dict[str, Counter[str]]) -> None:
+    _fuzz(app, name, LONG_EXAMPLES, figures)
+
