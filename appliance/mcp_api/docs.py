@@ -8,15 +8,15 @@ import json
 from typing import Any
 
 from appliance.config import DEFAULT_PORT, KumihoSettings, MemorySettings
-from appliance.errors import AmbiguousKref, InvalidArgument, InvalidKref, KumihoError, NotFound
 from appliance.core.names import MAX_PATTERN, MAX_WILDCARDS
+from appliance.errors import AmbiguousKref, InvalidArgument, InvalidKref, KumihoError, NotFound
 from appliance.mcp_api.catalogue import MAX_DEPTH, ToolSpec, largest_request, tools
 from appliance.mcp_api.server import LIMIT_HEADER, PROJECT_HEADER, SESSION_HEADER
 from appliance.memory.cache import WINDOW_SECONDS
 from appliance.memory.model_tools import NO_MODEL
 from appliance.memory.operator import GRAPH_MAX
-from appliance.memory.working import MAX_MESSAGE_BYTES
 from appliance.memory.service import CAPTURE_TYPES, CONSOLIDATE_AFTER, MAX_METADATA_VALUE, MAX_SUMMARY_OBJECT
+from appliance.memory.working import MAX_MESSAGE_BYTES
 from appliance.memory.writer import (
     MAX_EDGES_PER_WRITE,
     MAX_MEMORIES_PER_WRITE,

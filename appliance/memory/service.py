@@ -239,14 +239,16 @@ class MemoryService(ModelBackedTools):
             if bad_date:
                 dropped.append({"title": draft.title, "event_date": bad_date})
         check_write_size(drafts)
+        response = red.clean(str(args["response"]))
+        buffer = bool(response.strip()) and not redaction.skip_reason(response)
+        if buffer:
+            self.working.check_content(response, "response")
+        plans = [self.writer.plan(d) for d in drafts]  # a capture's `revises` that does not exist fails here
+        # only now, with nothing left to refuse, may the call touch the working memory
         session_id, source = resolve_session(self.working, session_id=args.get("session_id"),
                                              user_id=args.get("user_id"), context=args.get("context"),
                                              host_session_id=client.host_session_id, project=project)
-        response = red.clean(str(args["response"]))
-        appended = None
-        if response.strip() and not redaction.skip_reason(response):
-            appended = self.working.append(project, session_id, "assistant", response)
-        plans = [self.writer.plan(d) for d in drafts]
+        appended = self.working.append(project, session_id, "assistant", response) if buffer else None
         stored = self.writer.write(plans) if plans else []
         result: dict[str, Any] = {
             "buffered": appended is not None, "captures_stored": len(stored), "edges_discovered": 0,
@@ -300,11 +302,13 @@ class MemoryService(ModelBackedTools):
     def ingest(self, args: dict[str, Any], client: Client) -> dict[str, Any]:
         red = Redactions()
         project = client.project
+        message = red.clean(str(args["message"]))
+        skipped = redaction.skip_reason(message)
+        if not skipped:
+            self.working.check_content(message, "message")  # before the session is resolved (or minted)
         session_id, source = resolve_session(
             self.working, session_id=args.get("session_id") or None, user_id=args["user_id"],
             context=args.get("context") or "personal", host_session_id=client.host_session_id, project=project)
-        message = red.clean(str(args["message"]))
-        skipped = redaction.skip_reason(message)
         if not skipped:
             appended = self.working.append(project, session_id, "user", message)
             if appended.created_bucket:
@@ -330,11 +334,13 @@ class MemoryService(ModelBackedTools):
 
     def add_response(self, args: dict[str, Any], client: Client) -> dict[str, Any]:
         red = Redactions()
+        response = red.clean(str(args["response"]))
+        skipped = redaction.skip_reason(response)
+        if not skipped:
+            self.working.check_content(response, "response")
         session_id, source = resolve_session(self.working, session_id=args.get("session_id"),
                                              user_id=args.get("user_id"), context=args.get("context"),
                                              host_session_id=client.host_session_id, project=client.project)
-        response = red.clean(str(args["response"]))
-        skipped = redaction.skip_reason(response)
         if skipped:
             return {"success": False, "skipped": skipped, "session_id": session_id, "session_id_source": source}
         appended = self.working.append(client.project, session_id, "assistant", response)
@@ -347,10 +353,12 @@ class MemoryService(ModelBackedTools):
         transcript artifact, store the summary, clear the buffer (reference §4.10). The model's work runs on
         the interactive job lane; after ``tool_wait_seconds`` the answer says it goes on in the background."""
         project = client.project
+        provided = args.get("summary")
+        # without a summary there must be messages: a user's session is looked up, never minted empty
         session_id, source = resolve_session(self.working, session_id=args.get("session_id"),
                                              user_id=args.get("user_id"), context=args.get("context"),
-                                             host_session_id=client.host_session_id, project=project)
-        provided = args.get("summary")
+                                             host_session_id=client.host_session_id, project=project,
+                                             mint=bool(provided))
         if not provided:
             if not self.working.count(project, session_id):
                 raise Conflict(f"No messages to consolidate in session {session_id}: nothing was buffered "

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from datetime import UTC
 
-from appliance.errors import InvalidArgument
+from appliance.errors import Conflict, InvalidArgument
 from appliance.memory.working import Clock, WorkingMemory, utc_now
 
 DEFAULT_CONTEXT = "personal"
@@ -25,8 +25,9 @@ def host_session(wm: WorkingMemory, host_session_id: str) -> str:
 
 def resolve_session(wm: WorkingMemory, *, session_id: str | None, user_id: str | None, context: str | None,
                     host_session_id: str | None, clock: Clock = utc_now,
-                    project: str = DEFAULT_PROJECT) -> tuple[str, str]:
-    """(session id, source) with source one of argument, host-env, active-pointer, generated."""
+                    project: str = DEFAULT_PROJECT, mint: bool = True) -> tuple[str, str]:
+    """(session id, source) with source one of argument, host-env, active-pointer, generated. With
+    ``mint=False`` a user without an active session is a ``Conflict`` instead of a new, empty session."""
     if session_id is not None:
         if not session_id.strip():
             raise InvalidArgument("session_id: it is blank; pass a non-empty id or omit it", field="session_id")
@@ -42,6 +43,9 @@ def resolve_session(wm: WorkingMemory, *, session_id: str | None, user_id: str |
     active = wm.active_session(context, user_id)
     if active:
         return active, "active-pointer"
+    if not mint:
+        raise Conflict(f"No messages to consolidate for user_id {user_id[:64]!r}: no active session in context "
+                       f"{context[:64]!r} (nothing was buffered, or it was consolidated already)", field="user_id")
     day = clock().astimezone(UTC).strftime("%Y%m%d")
     user_hash = hashlib.sha256(user_id.encode("utf-8")).hexdigest()[:10]
     minted = f"{context}:user-{user_hash}:{day}:{wm.next_sequence(user_id, day):03d}"

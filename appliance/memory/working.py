@@ -170,18 +170,22 @@ class WorkingMemory:
                 raise StorageError(f"working memory: {exc}") from exc
 
     # -- messages ---------------------------------------------------------------------------------------
+    def check_content(self, content: object, field: str = "content") -> None:
+        """What ``append`` accepts as message text; callers check first to refuse before any other effect."""
+        if not isinstance(content, str) or not content.strip():
+            raise InvalidArgument(f"{field}: give non-empty message text", field=field)
+        size = len(content.encode("utf-8", "surrogatepass"))
+        if size > self.max_message_bytes:
+            raise InvalidArgument(f"{field}: the message is {size} bytes of UTF-8; the limit is "
+                                  f"{self.max_message_bytes} (max_message_bytes)", field=field)
+
     def append(self, project: str, session_id: str, role: str, content: str,
                metadata: dict[str, Any] | None = None) -> Appended:
         check_name(project, "project")
         check_name(session_id, "session_id")
         if role not in ROLES:
             raise InvalidArgument(f"role: give one of {', '.join(ROLES)} (got {role!r})", field="role")
-        if not isinstance(content, str) or not content.strip():
-            raise InvalidArgument("content: give non-empty message text", field="content")
-        size = len(content.encode("utf-8"))
-        if size > self.max_message_bytes:
-            raise InvalidArgument(f"content: the message is {size} bytes of UTF-8; the limit is "
-                                  f"{self.max_message_bytes} (max_message_bytes)", field="content")
+        self.check_content(content)
         if metadata is not None and not isinstance(metadata, dict):
             raise InvalidArgument("metadata: give a JSON object or omit it", field="metadata")
         try:

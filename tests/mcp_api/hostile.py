@@ -80,7 +80,7 @@ def snapshot(app: InProcess) -> dict[str, Any]:
     graph = {k: v for k, v in services.graph.stats().items() if k != "unindexed_revisions"}
     path = services.data_dir.root / "working" / "working.sqlite3"
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
-        working = {table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]  # noqa: S608
+        working = {table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
                    for table in ("sessions", "messages", "active_pointers", "sequences", "generations")}
         working["metadata"] = conn.execute("SELECT group_concat(metadata) FROM sessions").fetchone()[0]
     conn.close()

@@ -186,6 +186,29 @@ def test_a_summary_object_is_bounded(app: InProcess, mcp: RawMcp) -> None:
     assert error["field"] == "summary" and "65536 characters" in error["message"]
 
 
+# -- defects the fuzz found: refused calls that had already touched the working memory -------------------
+def test_an_ingest_too_large_for_the_working_memory_mints_no_session(app: InProcess, mcp: RawMcp) -> None:
+    message = "é" * 40_000  # within the schema's 65536 characters, but 80,000 bytes of UTF-8
+    error = refused(app, mcp, "kumiho_memory_ingest", {"user_id": "u-big", "message": message})
+    assert error["field"] == "message" and "80000 bytes of UTF-8; the limit is 65536" in error["message"]
+    error = refused(app, mcp, "kumiho_memory_add_response", {"user_id": "u-big", "response": message})
+    assert error["field"] == "response"
+
+
+def test_consolidating_a_user_without_a_session_creates_none(app: InProcess, mcp: RawMcp) -> None:
+    error = refused(app, mcp, "kumiho_memory_consolidate", {"user_id": "u-nobody"})
+    assert error["code"] == "conflict" and error["field"] == "user_id"
+    assert error["message"].startswith("No messages to consolidate for user_id 'u-nobody'")
+
+
+def test_a_reflect_revising_a_missing_memory_buffers_nothing(app: InProcess, mcp: RawMcp) -> None:
+    capture = {"type": "correction", "title": "Fixed", "content": "The port is 7444.",
+               "revises": "kref://CognitiveMemory/notes/missing.conversation"}
+    error = refused(app, mcp, "kumiho_memory_reflect", {"session_id": "s-rev", "response": "Corrected the port.",
+                                                        "captures": [capture]})
+    assert error["code"] == "not_found" and error["field"] == "revises"
+
+
 # -- hostile text ---------------------------------------------------------------------------------------
 HOSTILE_TEXT = ["\ud800", "a\udfffb", "\x00", "nul\x00inside", "\x1b[2J\x07", "\u202eevil", "../../etc/passwd",
                 "²", "٣٤", "１２", "C:\\Windows\\system32", "\ufeff", "🦊"]
