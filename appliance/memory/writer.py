@@ -35,11 +35,12 @@ STACK_MIDDLE = 0.55
 STACK_MIN_OVERLAP = 0.17
 STACK_MIN_TOKENS = 8
 SUMMARY_LIMIT = 2000
-# One write holds the graph's single writer for its whole transaction, and every provenance edge costs a few
-# milliseconds: 100 captures × 100 sources (10,000 edges) held it 44 s. These caps keep the largest write of
-# one call short (docs/mcp-tools.md "Bounds"), whatever the surface's schema allows.
-MAX_MEMORIES_PER_WRITE = 20
-MAX_EDGES_PER_WRITE = 200
+# One write holds the graph's single writer for its whole transaction (all or nothing), and every memory,
+# tag and provenance edge in it costs several graph queries: 100 captures × 100 sources (10,000 edges) held
+# it 44 s. These caps keep the largest write of one call to a few seconds (benchmarks/bounds_bench.py;
+# docs/mcp-tools.md "Bounds"), whatever the surface's schema allows; agents write a few captures per turn.
+MAX_MEMORIES_PER_WRITE = 10
+MAX_EDGES_PER_WRITE = 100
 _WORD = re.compile(r"[0-9a-z_]{2,}")
 _UNSAFE = re.compile(r"[^\w-]")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7a3]+")
