@@ -42,7 +42,7 @@ def memory_mb(pid: int) -> dict[str, float]:
 
 def worst_reflect(round_no: int, sources: list[str]) -> dict[str, Any]:
     capture = tools()["kumiho_memory_reflect"].input_schema["properties"]["captures"]["items"]["properties"]
-    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho".split()
+    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda"]
 
     def text(i: int, length: int) -> str:
         return " ".join(f"{words[(i + k) % len(words)]}{round_no}-{i}-{k}" for k in range(length // 8))[:length]

@@ -54,7 +54,7 @@ def _validator(name: str) -> Draft202012Validator:
 def validated(name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
     """The arguments with schema defaults filled in; a violation → InvalidArgument naming the field."""
     args = dict(arguments or {})
-    _check_depth(args)
+    _check_shape(args)
     errors = sorted(_validator(name).iter_errors(args), key=lambda e: (len(e.path), list(e.path)))
     if errors:
         raise InvalidArgument(_message(errors[0]), field=_field(errors[0]))
@@ -85,11 +85,16 @@ def largest_request(schema: dict[str, Any]) -> int:
     return max(sizes)
 
 
-def _check_depth(args: dict[str, Any]) -> None:
-    """Iteratively, so that no depth can exhaust the stack."""
+def _check_shape(args: dict[str, Any]) -> None:
+    """What the schema validator cannot take: depth (checked iteratively, so that no depth exhausts the
+    stack) and integers beyond 64 bits (its messages quote them, and a 5,000-digit int cannot be printed)."""
     stack: list[tuple[Any, int, list[str | int]]] = [(args, 0, [])]
     while stack:
         value, depth, path = stack.pop()
+        if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+            field = _path(path) or "arguments"
+            raise InvalidArgument(f"{field}: a number of more than 19 digits; give one within the field's "
+                                  "range (tools/list shows it in the tool's input schema)", field=field)
         if not isinstance(value, dict | list):
             continue
         if depth >= MAX_DEPTH:
@@ -126,6 +131,8 @@ def _message(error: ValidationError) -> str:
     if error.validator == "pattern":
         hint = schema.get("description") or f"a value matching {bound}"
         return f"{field}: {_preview(value)} is not valid; use {hint}"
+    if error.validator == "maxLength" and "propertyNames" in error.schema_path:
+        return f"{field}: key {_preview(value)} is longer than {bound} characters; use a shorter key"
     if error.validator == "maxLength":
         return f"{field}: at most {bound} characters (got {len(value)}); shorten it"
     if error.validator == "maxItems":
@@ -137,9 +144,6 @@ def _message(error: ValidationError) -> str:
         span = f"from {low} to {high}" if low is not None and high is not None else \
             f"≥ {low}" if low is not None else f"≤ {high}"
         return f"{field}: give a number {span} (got {_preview(value)})"
-    if error.validator == "propertyNames":
-        return f"{field}: key {_preview(value)} is too long; keys are at most " \
-               f"{bound.get('maxLength') if isinstance(bound, dict) else bound} characters"
     return f"{field}: {_preview(error.message, 240)}"
 
 
