@@ -8,6 +8,7 @@ failure leaves neither a half-written graph nor orphan artifacts.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import unicodedata
@@ -19,7 +20,7 @@ from typing import Any
 
 from appliance.core import kref as krefs
 from appliance.core.search import SearchFilter, SearchRequest
-from appliance.errors import InvalidArgument, NotFound
+from appliance.errors import AlreadyExists, InvalidArgument, NotFound
 from appliance.graph import GraphStore
 from appliance.memory import records
 from appliance.memory.spaces import memory_item_name, slug, space_of
@@ -187,7 +188,10 @@ class MemoryWriter:
         if d.bundle_name and not d.revises:
             bundle = g.create_bundle(space, slug(d.bundle_name, 64))
             if not plan.stacked:
-                g.add_bundle_member(bundle.kref, item_kref)
+                # the same memory stored again has the same item name, and the item is a member already;
+                # the check is a read, so the transaction stays clean (Kùzu rolls back partial writes badly)
+                with contextlib.suppress(AlreadyExists):
+                    g.add_bundle_member(bundle.kref, item_kref)
             bundle_kref = bundle.kref
         edges, skipped = [], []
         for target in d.source_krefs:

@@ -222,6 +222,19 @@ def test_a_reflect_revising_a_missing_memory_buffers_nothing(app: InProcess, mcp
     assert error["code"] == "not_found" and error["field"] == "revises"
 
 
+def test_the_same_execution_stored_twice_is_stored_twice(app: InProcess, mcp: RawMcp) -> None:
+    # The second write found its item already in the bundle and failed inside the graph transaction; after
+    # that rollback, Kùzu answered later writes with "write-write conflict" and once crashed the process.
+    execution = {"task": "run the nightly export", "exit_code": 3, "stderr": "disk full", "topics": ["exports"]}
+    memory = {"user_text": "The export runs nightly.", "bundle_name": "exports", "stack_revisions": False}
+    answers = [mcp.call("kumiho_memory_store_execution", execution) for _ in range(3)]
+    answers += [mcp.call("kumiho_memory_store", memory) for _ in range(3)]
+    assert all(a.payload and not a.refused for a in answers), [a.text[:200] for a in answers if a.refused]
+    revisions = {a.payload["store_result"]["revision_kref"] for a in answers[:3] if a.payload}
+    assert len(revisions) == 3  # three revisions of the one item
+    assert mcp.call("kumiho_memory_store", {"user_text": "A later write still works."}).payload["stored"]
+
+
 # -- hostile text ---------------------------------------------------------------------------------------
 HOSTILE_TEXT = ["\ud800", "a\udfffb", "\x00", "nul\x00inside", "\x1b[2J\x07", "\u202eevil", "../../etc/passwd",
                 "²", "٣٤", "１２", "C:\\Windows\\system32", "\ufeff", "🦊"]
