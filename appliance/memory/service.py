@@ -36,7 +36,7 @@ from appliance.memory.recall import Recaller, RecallQuery
 from appliance.memory.sessions import after_consolidation, resolve_session
 from appliance.memory.spaces import check_project, scopes, storage_space
 from appliance.memory.working import WorkingMemory
-from appliance.memory.writer import Draft, MemoryWriter, check_write_size, clip_summary
+from appliance.memory.writer import Draft, MemoryWriter, check_drafts, clip_summary
 
 CAPTURE_TYPES = ("decision", "preference", "fact", "correction", "architecture", "implementation", "synthesis",
                  "reflection", "summary", "skill")  # the seed's ten (D7); other lowercase words are accepted
@@ -238,7 +238,7 @@ class MemoryService(ModelBackedTools):
             drafts.append(draft)
             if bad_date:
                 dropped.append({"title": draft.title, "event_date": bad_date})
-        check_write_size(drafts)
+        check_drafts(drafts, [f"captures[{i}]." for i in range(len(drafts))])
         response = red.clean(str(args["response"]))
         buffer = bool(response.strip()) and not redaction.skip_reason(response)
         if buffer:

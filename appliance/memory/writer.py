@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from appliance.core import kref as krefs
+from appliance.core import names
 from appliance.core.search import SearchFilter, SearchRequest
 from appliance.errors import AlreadyExists, InvalidArgument, NotFound
 from appliance.graph import GraphStore
@@ -159,7 +160,7 @@ class MemoryWriter:
     # -- writing ---------------------------------------------------------------------------------------
     def write(self, plans: list[Plan]) -> list[dict[str, Any]]:
         """Write every plan in one transaction; returns one result per plan (reference §4.8 step 12)."""
-        check_write_size([p.draft for p in plans])
+        check_drafts([p.draft for p in plans])
         written: list[Path] = []
         try:
             for plan in plans:
@@ -245,6 +246,24 @@ class MemoryWriter:
         temp.write_text("\n".join(lines) + "\n", encoding="utf-8")
         temp.replace(path)
         return path
+
+
+def check_drafts(drafts: list[Draft], prefixes: list[str] | None = None) -> None:
+    """Refuse, before anything is written, what the graph would refuse halfway through the transaction (a
+    rollback after partial writes left Kùzu answering write-write conflicts, then crashing), and a write
+    larger than one transaction may be. ``prefixes`` name each draft's place in the call (``captures[0].``)."""
+    check_write_size(drafts)
+    for draft, where in zip(drafts, prefixes or [""] * len(drafts), strict=True):
+        names.kind(draft.kind, f"{where}memory_item_kind")
+        names.edge_type(draft.edge_type, f"{where}edge_type")
+        names.metadata(draft.metadata, f"{where}metadata")
+        for tag in draft.tags or ():
+            if tag != names.LATEST:  # ignored when given
+                names.user_tag(tag, f"{where}tags")
+        names.artifact_name(draft.artifact_name, f"{where}artifact_name")
+        if draft.artifact_location and not draft.artifact_location.strip():
+            raise InvalidArgument(f"{where}artifact_location: give a file path or URI, or omit it",
+                                  field=f"{where}artifact_location")
 
 
 def check_write_size(drafts: list[Draft], field: str = "captures") -> None:

@@ -235,6 +235,25 @@ def test_the_same_execution_stored_twice_is_stored_twice(app: InProcess, mcp: Ra
     assert mcp.call("kumiho_memory_store", {"user_text": "A later write still works."}).payload["stored"]
 
 
+@pytest.mark.parametrize(("field", "bad"), [
+    ("tags", {"tags": ["fine", "bad\x00tag"]}), ("memory_item_kind", {"memory_item_kind": "two words"}),
+    ("metadata.key", {"metadata": {"key\x01": "v"}}), ("artifact_name", {"artifact_name": "../x"}),
+    ("edge_type", {"edge_type": "lower", "source_revision_krefs": [KREF.format(0)]})])
+def test_a_write_the_graph_would_refuse_halfway_is_refused_before_it_starts(app: InProcess, mcp: RawMcp,
+                                                                             field: str, bad: dict[str, Any]) -> None:
+    # Refused inside the transaction, after the revision was written, the rollback left Kùzu answering every
+    # later write to the same item with "write-write conflict" (storage_error) for good.
+    text = f"The same memory, stored again after a refused write ({field})."
+    first = mcp.call("kumiho_memory_store", {"user_text": text, "stack_revisions": False})
+    assert first.payload and first.payload["stored"], first.text[:300]
+    for _ in range(2):
+        error = refused(app, mcp, "kumiho_memory_store", {"user_text": text, "stack_revisions": False, **bad})
+        assert error["code"] == "invalid_argument" and error["field"].startswith(field), error
+        again = mcp.call("kumiho_memory_store", {"user_text": text, "stack_revisions": False})
+        assert again.payload and again.payload.get("stored"), again.text[:300]
+        assert again.payload["item_kref"] == first.payload["item_kref"]
+
+
 # -- hostile text ---------------------------------------------------------------------------------------
 HOSTILE_TEXT = ["\ud800", "a\udfffb", "\x00", "nul\x00inside", "\x1b[2J\x07", "\u202eevil", "../../etc/passwd",
                 "²", "٣٤", "１２", "C:\\Windows\\system32", "\ufeff", "🦊"]
