@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 PROJECT_HEADER = "x-kumiho-project"
 LIMIT_HEADER = "x-kumiho-retrieval-limit"
 SESSION_HEADER = "x-kumiho-session"
+MAX_ERROR_MESSAGE = 500  # characters of an error message
 
 Handler = Callable[[dict[str, Any], Client], dict[str, Any]]
 
@@ -86,11 +87,19 @@ def call(table: dict[str, Handler], name: str, arguments: dict[str, Any] | None,
     try:
         result = handler(validated(name, arguments), client)
     except KumihoError as exc:
-        return _text_result({"error": exc.to_dict()}, True)
+        return _text_result({"error": _clipped(exc.to_dict())}, True)
     except Exception:  # a defect: the agent gets a plain message, the log gets the traceback
         log.exception("tool %s failed", name)
         return error_result("internal", f"{name} failed unexpectedly; the appliance log has the details")
     return _text_result(result, False)
+
+
+def _clipped(error: dict[str, Any]) -> dict[str, Any]:
+    """An error message that quotes the caller's value (a 4 KiB model name, say) is cut: it says what to change."""
+    message = str(error.get("message", ""))
+    if len(message) > MAX_ERROR_MESSAGE:
+        error = {**error, "message": message[: MAX_ERROR_MESSAGE - 1] + "…"}
+    return error
 
 
 def build_server(table: dict[str, Handler], default_project: str) -> Server[Any]:

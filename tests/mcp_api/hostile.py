@@ -69,7 +69,7 @@ def checked(status: int, text: str) -> Answer:
     assert result.get("isError", False) == ("error" in payload), payload
     if "error" in payload:
         assert payload["error"]["code"] != "internal", payload
-        assert len(payload["error"]["message"]) <= 600, payload["error"]["message"][:200]
+        assert len(payload["error"]["message"]) <= 500, payload["error"]["message"][:200]
     return Answer(status, text, payload)
 
 

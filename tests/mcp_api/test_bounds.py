@@ -254,6 +254,11 @@ def test_a_write_the_graph_would_refuse_halfway_is_refused_before_it_starts(app:
         assert again.payload["item_kref"] == first.payload["item_kref"]
 
 
+def test_an_error_quoting_a_huge_value_is_cut(app: InProcess, mcp: RawMcp) -> None:
+    error = refused(app, mcp, "kumiho_memory_dream_state", {"dry_run": True, "model": "é" * 4096})
+    assert error["field"] == "model" and len(error["message"]) == 500 and error["message"].endswith("…")
+
+
 # -- hostile text ---------------------------------------------------------------------------------------
 HOSTILE_TEXT = ["\ud800", "a\udfffb", "\x00", "nul\x00inside", "\x1b[2J\x07", "\u202eevil", "../../etc/passwd",
                 "²", "٣٤", "１２", "C:\\Windows\\system32", "\ufeff", "🦊"]
