@@ -271,8 +271,8 @@ def _bounds(specs: dict[str, ToolSpec]) -> list[str]:
         f"| one working-memory message (ingest's `message`, `response`) | {MAX_MESSAGE_BYTES} bytes of UTF-8 |",
         "",
         f"The largest valid call is `{biggest}` with about {sizes[biggest] // 1000} thousand characters of "
-        "arguments (`kumiho_memory_store`: "
-        f"{sizes['kumiho_memory_store'] // 1000} thousand); everything else is smaller.",
+        f"arguments (`kumiho_memory_reflect`: {sizes['kumiho_memory_reflect'] // 1000} thousand), at most "
+        "4 bytes each in UTF-8.",
         "",
     ]
 
