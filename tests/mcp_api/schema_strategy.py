@@ -13,15 +13,22 @@ SHORT = 40  # most generated strings and lists stay small; each bound itself is 
 _JSON_TYPES = ["string", "integer", "number", "boolean", "null", "array", "object"]
 
 
-def from_schema(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
+def from_schema(schema: dict[str, Any], named: dict[str, st.SearchStrategy[Any]] | None = None
+                ) -> st.SearchStrategy[Any]:
+    """``named``: extra values for properties of these names (krefs that exist, say), drawn besides the
+    schema's own."""
+    return _from(schema, named or {})
+
+
+def _from(schema: dict[str, Any], named: dict[str, st.SearchStrategy[Any]]) -> st.SearchStrategy[Any]:
     if "enum" in schema:
         return st.sampled_from(schema["enum"])
     kinds = schema.get("type", _JSON_TYPES)
     kinds = kinds if isinstance(kinds, list) else [kinds]
-    return st.one_of(*(_typed(kind, schema) for kind in kinds))
+    return st.one_of(*(_typed(kind, schema, named) for kind in kinds))
 
 
-def _typed(kind: str, schema: dict[str, Any]) -> st.SearchStrategy[Any]:
+def _typed(kind: str, schema: dict[str, Any], named: dict[str, st.SearchStrategy[Any]]) -> st.SearchStrategy[Any]:
     if kind == "string":
         return _string(schema)
     if kind == "integer":
@@ -34,10 +41,9 @@ def _typed(kind: str, schema: dict[str, Any]) -> st.SearchStrategy[Any]:
         return st.none()
     if kind == "array":
         most = schema.get("maxItems", SHORT)
-        return st.lists(from_schema(schema.get("items", {"type": "string", "maxLength": SHORT})),
-                        max_size=min(most, 6)) | st.lists(from_schema(schema.get("items", {})), min_size=most,
-                                                          max_size=most)
-    return _object(schema)
+        items = _from(schema.get("items", {"type": "string", "maxLength": SHORT}), named)
+        return st.lists(items, max_size=min(most, 6)) | st.lists(items, min_size=most, max_size=most)
+    return _object(schema, named)
 
 
 def _string(schema: dict[str, Any]) -> st.SearchStrategy[str]:
@@ -49,13 +55,19 @@ def _string(schema: dict[str, Any]) -> st.SearchStrategy[str]:
     return st.text(max_size=min(most, SHORT)) | st.just(most).map(lambda n: "é" * n)
 
 
-def _object(schema: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
+def _object(schema: dict[str, Any], named: dict[str, st.SearchStrategy[Any]]) -> st.SearchStrategy[dict[str, Any]]:
     properties = schema.get("properties")
     if properties is not None:
+        def value(key: str, child: dict[str, Any]) -> st.SearchStrategy[Any]:
+            own = _from(child, named)
+            extra = named.get(key)
+            if extra is not None and child.get("type") == "array":
+                return st.lists(extra, max_size=min(child.get("maxItems", 6), 6)) | own
+            return extra | own if extra is not None else own
+
         required = set(schema.get("required", []))
-        return st.fixed_dictionaries(
-            {k: from_schema(v) for k, v in properties.items() if k in required},
-            optional={k: from_schema(v) for k, v in properties.items() if k not in required})
+        return st.fixed_dictionaries({k: value(k, v) for k, v in properties.items() if k in required},
+                                     optional={k: value(k, v) for k, v in properties.items() if k not in required})
     keys = st.text(min_size=1, max_size=min(schema.get("propertyNames", {}).get("maxLength", SHORT), SHORT))
     values = schema.get("additionalProperties")
     if isinstance(values, dict):

@@ -37,23 +37,38 @@ HOSTILE = st.sampled_from([
 ]) | st.sampled_from([70_000, 1_000_000]).map(lambda n: "x" * n)  # built on draw: a long literal's repr warns
 
 
-def _broken(schema: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
+def _krefs(seed: dict[str, Any]) -> dict[str, st.SearchStrategy[Any]]:
+    """krefs that exist (the seeded memory's, in their long and short forms), for every kref field: random
+    strings alone would almost never reach past the kref parser."""
+    item, revision = seed["item_kref"], seed["revision_kref"]
+    short = item.rsplit(".", 1)[0]
+    known = st.sampled_from([item, revision, f"{revision}&a=chat_io", short, f"{short}?r=1", item + "?r=99"])
+    return {name: known for name in ("kref", "item_kref", "revision_kref", "revises", "policy_kref",
+                                     "source_krefs", "source_revision_krefs")}
+
+
+def _broken(schema: dict[str, Any], named: dict[str, st.SearchStrategy[Any]]) -> st.SearchStrategy[dict[str, Any]]:
     """Arguments valid but for one field (or one undeclared key) replaced by a hostile value."""
     keys = sorted(schema.get("properties", {})) or ["unexpected"]
-    return st.tuples(from_schema(schema), st.sampled_from([*keys, "unexpected"]), HOSTILE).map(
+    return st.tuples(from_schema(schema, named), st.sampled_from([*keys, "unexpected"]), HOSTILE).map(
         lambda t: {**t[0], t[1]: t[2]})
 
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcess]:
-    data = tmp_path_factory.mktemp("fuzz") / "data"
-    with serve_in_process(data, None) as running:
-        seed = RawMcp(running.base_url)
-        stored = seed.call("kumiho_memory_store", {"user_text": "The fuzz suite seeds one memory to find.",
-                                                   "title": "Fuzz seed", "space_path": "notes"})
-        assert stored.payload and stored.payload.get("stored"), stored.text
-        seed.close()
+    with serve_in_process(tmp_path_factory.mktemp("fuzz") / "data", None) as running:
         yield running
+
+
+@pytest.fixture(scope="module")
+def seed(app: InProcess) -> dict[str, Any]:
+    """One memory whose krefs the generated arguments use."""
+    client = RawMcp(app.base_url)
+    stored = client.call("kumiho_memory_store", {"user_text": "The fuzz suite seeds one memory to find.",
+                                                 "title": "Fuzz seed", "space_path": "notes"})
+    client.close()
+    assert stored.payload and stored.payload.get("stored"), stored.text
+    return stored.payload
 
 
 @pytest.fixture(scope="module")
@@ -65,14 +80,17 @@ def figures() -> Iterator[dict[str, Counter[str]]]:
         print("\n" + json.dumps({"fuzz": {"tools": len(found), **total}, "per_tool": found}, sort_keys=True))
 
 
-def _fuzz(app: InProcess, name: str, examples: int, figures: dict[str, Counter[str]]) -> None:
+def _fuzz(app: InProcess, seed: dict[str, Any], name: str, examples: int, figures: dict[str, Counter[str]]
+          ) -> None:
     schema = tools()[name].input_schema
     client = RawMcp(app.base_url)
     counts = figures.setdefault(name, Counter())
 
+    named = _krefs(seed)
+
     @settings(max_examples=examples, derandomize=True, deadline=None, database=None, print_blob=True,
               suppress_health_check=list(HealthCheck))
-    @given(st.one_of(from_schema(schema), _broken(schema)))
+    @given(st.one_of(from_schema(schema, named), _broken(schema, named)))
     def one_call(arguments: dict[str, Any]) -> None:
         before = snapshot(app)
         answer = client.call(name, arguments)
@@ -90,14 +108,14 @@ def _fuzz(app: InProcess, name: str, examples: int, figures: dict[str, Counter[s
 
 
 @pytest.mark.parametrize("name", TOOLS)
-def test_every_tool_survives_generated_arguments(app: InProcess, name: str,
+def test_every_tool_survives_generated_arguments(app: InProcess, seed: dict[str, Any], name: str,
                                                  figures: dict[str, Counter[str]]) -> None:
-    _fuzz(app, name, SHORT_EXAMPLES, figures)
+    _fuzz(app, seed, name, SHORT_EXAMPLES, figures)
 
 
 @pytest.mark.long
 @pytest.mark.parametrize("name", TOOLS)
-def test_every_tool_survives_many_generated_arguments(app: InProcess, name: str,
+def test_every_tool_survives_many_generated_arguments(app: InProcess, seed: dict[str, Any], name: str,
                                                       figures: dict[str, Counter[str]]) -> None:
-    _fuzz(app, name, LONG_EXAMPLES, figures)
+    _fuzz(app, seed, name, LONG_EXAMPLES, figures)
 
