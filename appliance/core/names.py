@@ -22,6 +22,7 @@ _EDGE_TYPE = re.compile(r"[A-Z][A-Z0-9_]{0,49}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 MAX_SEGMENT = 128
+MAX_SEGMENT_BYTES = 255  # a file name's limit on Linux file systems
 MAX_TAG = 128
 MAX_METADATA_KEY = 256
 MAX_METADATA_VALUE = 1_000_000
@@ -41,6 +42,9 @@ def _segment(value: object, field: str, what: str, pattern: re.Pattern[str]) -> 
         raise InvalidArgument(f"{field}: give a non-empty {what}", field=field)
     if len(value) > MAX_SEGMENT:
         raise InvalidArgument(f"{field}: {what} is longer than {MAX_SEGMENT} characters", field=field)
+    if len(value.encode("utf-8", "surrogatepass")) > MAX_SEGMENT_BYTES:  # it names a directory of artifacts
+        raise InvalidArgument(f"{field}: {what} is longer than {MAX_SEGMENT_BYTES} bytes of UTF-8; use fewer "
+                              "or plainer characters", field=field)
     if not pattern.fullmatch(value):
         raise InvalidArgument(
             f"{field}: {what} {value!r} may hold only letters, digits, '_' and '-'"

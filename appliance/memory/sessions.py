@@ -14,6 +14,7 @@ from appliance.errors import Conflict, InvalidArgument
 from appliance.memory.working import Clock, WorkingMemory, utc_now
 
 DEFAULT_CONTEXT = "personal"
+MAX_CONTEXT = 200  # of a minted id "<context>:user-<hash>:<YYYYMMDD>:<seq>", at most 256 characters
 DEFAULT_PROJECT = "CognitiveMemory"  # the graph's default project; owner of minted sessions' metadata
 
 
@@ -46,8 +47,10 @@ def resolve_session(wm: WorkingMemory, *, session_id: str | None, user_id: str |
     if not mint:
         raise Conflict(f"No messages to consolidate for user_id {user_id[:64]!r}: no active session in context "
                        f"{context[:64]!r} (nothing was buffered, or it was consolidated already)", field="user_id")
+    if len(context) > MAX_CONTEXT:  # the minted id must fit the working memory's names
+        raise InvalidArgument(f"context: at most {MAX_CONTEXT} characters (got {len(context)})", field="context")
     day = clock().astimezone(UTC).strftime("%Y%m%d")
-    user_hash = hashlib.sha256(user_id.encode("utf-8")).hexdigest()[:10]
+    user_hash = hashlib.sha256(user_id.encode("utf-8", "surrogatepass")).hexdigest()[:10]
     minted = f"{context}:user-{user_hash}:{day}:{wm.next_sequence(user_id, day):03d}"
     # Two callers may mint at once; the pointer claim is atomic, so both adopt whichever landed first.
     winner = wm.claim_active_session(context, user_id, minted)

@@ -7,6 +7,7 @@ import re
 import unicodedata
 
 from appliance.core import kref as krefs
+from appliance.core import names
 from appliance.errors import InvalidArgument
 
 _SLUG_DROP = re.compile(r"[^\w\s-]")
@@ -31,7 +32,7 @@ def scope(project: str, space_path: str | None) -> str:
     ``/<project>/a/b``; the project's own name (or nothing) means the whole project."""
     raw = (space_path or "").strip().strip("/")
     if not raw or raw == project:
-        return "/" + project
+        return "/" + check_project(project)
     if not raw.startswith(project + "/"):
         raw = f"{project}/{raw}"
     return krefs.space_path(krefs.parse_space_path("/" + raw, "space_paths"))
@@ -56,10 +57,12 @@ def space_of(path: str) -> str:
     return path.lstrip("/")
 
 
-def check_project(project: object) -> str:
+def check_project(project: object, field: str = "project") -> str:
+    """A project name as a kref segment: checked before anything is written (a project names a folder
+    under the data directory's artifacts, so ``../x`` must never reach the file system)."""
     if not isinstance(project, str) or not project.strip():
-        raise InvalidArgument("project: give a project name such as 'CognitiveMemory'", field="project")
-    return project.strip()
+        raise InvalidArgument(f"{field}: give a project name such as 'CognitiveMemory'", field=field)
+    return names.project_name(project.strip(), field)
 
 
 def scopes(project: str, space_paths: list[str] | None) -> tuple[str, ...]:

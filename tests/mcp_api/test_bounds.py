@@ -254,6 +254,23 @@ def test_a_write_the_graph_would_refuse_halfway_is_refused_before_it_starts(app:
         assert again.payload["item_kref"] == first.payload["item_kref"]
 
 
+def test_a_project_name_too_long_for_a_directory_is_refused(app: InProcess, mcp: RawMcp) -> None:
+    # 128 characters, but 256 bytes of UTF-8: the artifacts directory could not be created (internal error)
+    for tool, arguments in (("memory_store", {"title": "t", "project": "é" * 128}),
+                            ("memory_reflect", {"session_id": "s-p", "response": "", "project": "é" * 128,
+                                                "captures": [{"type": "fact", "title": "t", "content": "c"}]})):
+        error = refused(app, mcp, tool, arguments)
+        assert error["code"] == "invalid_argument" and "255 bytes of UTF-8" in error["message"], error
+
+
+def test_a_session_context_too_long_for_a_minted_id_is_refused(app: InProcess, mcp: RawMcp) -> None:
+    # the id minted from it ("<context>:user-<hash>:<day>:<n>") broke the 256-character limit after the
+    # user's active-session pointer had been claimed
+    error = refused(app, mcp, "kumiho_memory_add_response", {"user_id": "u-ctx", "context": "c" * 256,
+                                                             "response": "A response."})
+    assert error["field"] == "context" and "at most 200 characters" in error["message"]
+
+
 def test_an_error_quoting_a_huge_value_is_cut(app: InProcess, mcp: RawMcp) -> None:
     error = refused(app, mcp, "kumiho_memory_dream_state", {"dry_run": True, "model": "é" * 4096})
     assert error["field"] == "model" and len(error["message"]) == 500 and error["message"].endswith("…")
