@@ -354,6 +354,8 @@ class MemoryService(ModelBackedTools):
         the interactive job lane; after ``tool_wait_seconds`` the answer says it goes on in the background."""
         project = client.project
         provided = args.get("summary")
+        if provided:
+            _summary_shape(provided)  # refused before a session is resolved (or minted)
         # without a summary there must be messages: a user's session is looked up, never minted empty
         session_id, source = resolve_session(self.working, session_id=args.get("session_id"),
                                              user_id=args.get("user_id"), context=args.get("context"),

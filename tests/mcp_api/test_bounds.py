@@ -214,6 +214,12 @@ def test_consolidating_a_user_without_a_session_creates_none(app: InProcess, mcp
     assert error["message"].startswith("No messages to consolidate for user_id 'u-nobody'")
 
 
+@pytest.mark.parametrize("summary", [{"title": "no summary field"}, "   "], ids=["object", "blank"])
+def test_consolidating_with_an_unusable_summary_mints_no_session(app: InProcess, mcp: RawMcp, summary: Any) -> None:
+    error = refused(app, mcp, "kumiho_memory_consolidate", {"user_id": "u-summary", "summary": summary})
+    assert error["field"] == "summary"
+
+
 def test_a_reflect_revising_a_missing_memory_buffers_nothing(app: InProcess, mcp: RawMcp) -> None:
     capture = {"type": "correction", "title": "Fixed", "content": "The port is 7444.",
                "revises": "kref://CognitiveMemory/notes/missing.conversation"}
