@@ -216,7 +216,8 @@ def test_consolidating_a_user_without_a_session_creates_none(app: InProcess, mcp
 
 @pytest.mark.parametrize("summary", [{"title": "no summary field"}, "   "], ids=["object", "blank"])
 def test_consolidating_with_an_unusable_summary_mints_no_session(app: InProcess, mcp: RawMcp, summary: Any) -> None:
-    error = refused(app, mcp, "kumiho_memory_consolidate", {"user_id": "u-summary", "summary": summary})
+    user = f"u-summary-{type(summary).__name__}"  # one each: a user's second call would find the first's session
+    error = refused(app, mcp, "kumiho_memory_consolidate", {"user_id": user, "summary": summary})
     assert error["field"] == "summary"
 
 
