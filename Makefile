@@ -108,6 +108,16 @@ soak: install-test
 bench-rss: install-test
 	$(BIN)/python benchmarks/rss_bench.py
 
+# Bad input: every MCP tool fuzzed from its schema (FUZZ= examples per tool, default 200), figures as JSON.
+FUZZ ?= 200
+test-fuzz: install-test
+	@KUMIHO_FUZZ_EXAMPLES=$(FUZZ) $(PYTEST) tests/mcp_api/test_fuzz.py -m long -q -s; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test-fuzz: no tests were collected" >&2; exit 1; fi; exit $$rc
+
+# The largest calls the input bounds allow, timed on a real appliance (JSON).
+bench-bounds: install
+	$(BIN)/python benchmarks/bounds_bench.py
+
 bench: install
 	$(BIN)/python benchmarks/graph_bench.py
 	$(BIN)/python benchmarks/http_bench.py

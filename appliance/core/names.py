@@ -5,6 +5,8 @@ Every check raises ``InvalidArgument`` naming the field and saying what a valid 
 
 from __future__ import annotations
 
+import fnmatch
+import functools
 import re
 from collections.abc import Mapping
 
@@ -20,9 +22,15 @@ _EDGE_TYPE = re.compile(r"[A-Z][A-Z0-9_]{0,49}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 MAX_SEGMENT = 128
+MAX_SEGMENT_BYTES = 255  # a file name's limit on Linux file systems
 MAX_TAG = 128
 MAX_METADATA_KEY = 256
 MAX_METADATA_VALUE = 1_000_000
+# Search filters with wildcards: a long pattern of many `*` took seconds to compile and match and stayed in
+# fnmatch's cache (~40 MB each); real filters are a few segments with a wildcard or two.
+MAX_PATTERN = 256
+MAX_WILDCARDS = 8
+_WILDCARDS = "*?["
 
 RESERVED_KIND = "bundle"
 LATEST = "latest"
@@ -34,6 +42,9 @@ def _segment(value: object, field: str, what: str, pattern: re.Pattern[str]) -> 
         raise InvalidArgument(f"{field}: give a non-empty {what}", field=field)
     if len(value) > MAX_SEGMENT:
         raise InvalidArgument(f"{field}: {what} is longer than {MAX_SEGMENT} characters", field=field)
+    if len(value.encode("utf-8", "surrogatepass")) > MAX_SEGMENT_BYTES:  # it names a directory of artifacts
+        raise InvalidArgument(f"{field}: {what} is longer than {MAX_SEGMENT_BYTES} bytes of UTF-8; use fewer "
+                              "or plainer characters", field=field)
     if not pattern.fullmatch(value):
         raise InvalidArgument(
             f"{field}: {what} {value!r} may hold only letters, digits, '_' and '-'"
@@ -135,6 +146,30 @@ def metadata_key(value: object, field: str = "key") -> str:
             field=field,
         )
     return value
+
+
+def is_glob(text: str) -> bool:
+    return any(ch in text for ch in _WILDCARDS)
+
+
+def glob_filter(value: object, field: str) -> str:
+    """A search filter that may be a glob: at most MAX_PATTERN characters and MAX_WILDCARDS wildcards."""
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{field}: give a string", field=field)
+    if len(value) > MAX_PATTERN:
+        raise InvalidArgument(f"{field}: at most {MAX_PATTERN} characters (got {len(value)}); use a shorter "
+                              "prefix or pattern", field=field)
+    wildcards = sum(value.count(ch) for ch in _WILDCARDS)
+    if wildcards > MAX_WILDCARDS:
+        raise InvalidArgument(f"{field}: at most {MAX_WILDCARDS} wildcards (*, ?, [) in a pattern (got "
+                              f"{wildcards}); use fewer, e.g. 'project-*' or '*/characters/*'", field=field)
+    return value
+
+
+@functools.lru_cache(maxsize=64)  # small and bounded: fnmatch's own cache keeps 32,768 compiled patterns
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """The compiled form of a pattern checked by ``glob_filter`` (case-sensitive, whole string)."""
+    return re.compile(fnmatch.translate(pattern))
 
 
 def bounded_int(value: object, field: str, low: int, high: int) -> int:

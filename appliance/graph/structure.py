@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fnmatch
 import uuid
 from typing import Any
 
@@ -317,17 +316,20 @@ class StructureStore(StoreBase):
         """Items across spaces. ``context_filter`` is a string prefix of ``project/space…`` or a glob
         (``project-*``, ``*/characters/*``); ``name_filter`` a substring or a glob (``hero*``)."""
         check_page_size(page_size)
+        names.glob_filter(context_filter, "context_filter")
+        names.glob_filter(name_filter, "name_filter")
         offset = decode_cursor(cursor, int) or 0
         context = context_filter.strip("/")
-        prefix = "" if _is_glob(context) else context
+        prefix = "" if names.is_glob(context) else context
         rows = self._engine.read(lambda tx: tx.rows(
             "MATCH (i:Item) WHERE starts_with(i.id, $prefix) AND ($incl OR NOT i.deprecated) "
             "AND ($kind = '' OR i.kind = $kind) RETURN i ORDER BY i.id",
             {"prefix": prefix, "incl": include_deprecated, "kind": kind_filter}))
         items = [item_from(r[0]) for r in rows]
-        if _is_glob(context):
-            items = [i for i in items if fnmatch.fnmatchcase(i.space_path.strip("/"), context)
-                     or fnmatch.fnmatchcase(i.space_path.strip("/") + "/", context)]
+        if names.is_glob(context):
+            regex = names.glob_regex(context)
+            items = [i for i in items
+                     if regex.match(i.space_path.strip("/")) or regex.match(i.space_path.strip("/") + "/")]
         if name_filter:
             items = [i for i in items if _name_matches(i.item_name, name_filter)]
         chunk = items[offset: offset + page_size]
@@ -373,11 +375,7 @@ def _page(rows: list[Any], size: int, total: int, key: Any) -> Page[Any]:
     return Page(rows, encode_cursor(key(rows[-1])) if more else None, int(total))
 
 
-def _is_glob(text: str) -> bool:
-    return any(ch in text for ch in "*?[")
-
-
 def _name_matches(name: str, pattern: str) -> bool:
-    if _is_glob(pattern):
-        return fnmatch.fnmatchcase(name.casefold(), pattern.casefold())
+    if names.is_glob(pattern):
+        return names.glob_regex(pattern.casefold()).match(name.casefold()) is not None
     return pattern.casefold() in name.casefold()

@@ -8,15 +8,24 @@ import json
 from typing import Any
 
 from appliance.config import DEFAULT_PORT, KumihoSettings, MemorySettings
-from appliance.core.names import MAX_SEGMENT
+from appliance.core.names import MAX_PATTERN, MAX_SEGMENT, MAX_WILDCARDS
 from appliance.errors import AmbiguousKref, InvalidArgument, InvalidKref, KumihoError, NotFound, Unavailable
-from appliance.mcp_api.catalogue import ToolSpec, tools
+from appliance.mcp_api.catalogue import MAX_DEPTH, ToolSpec, largest_request, tools
 from appliance.mcp_api.server import LIMIT_HEADER, PROJECT_HEADER, SESSION_HEADER
 from appliance.memory.cache import WINDOW_SECONDS
 from appliance.memory.model_tools import NO_MODEL
 from appliance.memory.operator import GRAPH_MAX
-from appliance.memory.service import CAPTURE_TYPES, CONSOLIDATE_AFTER
-from appliance.memory.writer import STACK_MIDDLE, STACK_MIN_OVERLAP, STACK_MIN_TOKENS, STACK_STRONG, SUMMARY_LIMIT
+from appliance.memory.service import CAPTURE_TYPES, CONSOLIDATE_AFTER, MAX_METADATA_VALUE, MAX_SUMMARY_OBJECT
+from appliance.memory.working import MAX_MESSAGE_BYTES
+from appliance.memory.writer import (
+    MAX_EDGES_PER_WRITE,
+    MAX_MEMORIES_PER_WRITE,
+    STACK_MIDDLE,
+    STACK_MIN_OVERLAP,
+    STACK_MIN_TOKENS,
+    STACK_STRONG,
+    SUMMARY_LIMIT,
+)
 
 COMMAND = "python -m appliance.mcp_api.docs > docs/mcp-tools.md"
 MCP_URL = f"http://127.0.0.1:{DEFAULT_PORT}/mcp"
@@ -239,6 +248,7 @@ def reference_markdown() -> str:
         f"a damaged search index is being rebuilt; `{KumihoError.code}` is a defect, logged by the appliance, "
         "never a traceback).",
         "",
+        *_bounds(specs),
         "## Tools",
         "",
         "| tool | title | read-only | destructive | idempotent |",
@@ -256,6 +266,42 @@ def reference_markdown() -> str:
         for name in names:
             lines += ["", *_tool(specs[name])]
     return "\n".join(lines) + "\n"
+
+
+def _bounds(specs: dict[str, ToolSpec]) -> list[str]:
+    """The limits every call meets: the parameter tables show each field's own; these span fields."""
+    sizes = {name: largest_request(spec.input_schema) for name, spec in specs.items()}
+    biggest = max(sizes, key=lambda n: sizes[n])
+    reflect = specs["kumiho_memory_reflect"].input_schema["properties"]
+    metadata = specs["kumiho_memory_store"].input_schema["properties"]["metadata"]
+    return [
+        "## Bounds",
+        "",
+        "Every text, list and number a tool takes has a limit, shown in its parameter table (`≤ 200 "
+        "characters`, `≤ 16 items`, `≥ 1; ≤ 1000`); a call beyond one is refused as a whole, before anything "
+        "is written, with `invalid_argument`, the `field` and the limit, e.g. `captures: at most "
+        f"{reflect['captures']['maxItems']} items (got {reflect['captures']['maxItems'] + 1}); send fewer, or "
+        "split the call in several`. Limits that span fields:",
+        "",
+        "| what | limit |",
+        "|---|---|",
+        f"| nesting of the arguments (objects and lists inside each other) | {MAX_DEPTH} levels |",
+        f"| arguments of one call | {specs[biggest].input_schema['maxProperties']}; undeclared ones are ignored |",
+        f"| memories written by one call (reflect's `captures`) | {MAX_MEMORIES_PER_WRITE} |",
+        f"| provenance edges written by one call: captures × `source_krefs` (reflect), "
+        f"`source_revision_krefs` (store) | {MAX_EDGES_PER_WRITE} |",
+        f"| `metadata` (store) | {metadata['maxProperties']} keys of ≤ {metadata['propertyNames']['maxLength']} "
+        f"characters; each value ≤ {MAX_METADATA_VALUE} characters (JSON-encoded when not a string) |",
+        f"| consolidate's `summary` object | {MAX_SUMMARY_OBJECT} characters as JSON |",
+        f"| wildcard filters (`memory_search` `context_filter`, `name_filter`) | {MAX_PATTERN} characters, "
+        f"{MAX_WILDCARDS} wildcards (`*`, `?`, `[`) |",
+        f"| one working-memory message (ingest's `message`, `response`) | {MAX_MESSAGE_BYTES} bytes of UTF-8 |",
+        "",
+        f"The largest valid call is `{biggest}` with about {sizes[biggest] // 1000} thousand characters of "
+        f"arguments (`kumiho_memory_reflect`: {sizes['kumiho_memory_reflect'] // 1000} thousand), at most "
+        "4 bytes each in UTF-8.",
+        "",
+    ]
 
 
 def _tool(spec: ToolSpec) -> list[str]:
@@ -300,6 +346,8 @@ def _type(prop: dict[str, Any]) -> str:
         notes.append(f"≤ {prop['maximum']}")
     if "maxLength" in prop:
         notes.append(f"≤ {prop['maxLength']} characters")
+    if "maxProperties" in prop:
+        notes.append(f"≤ {prop['maxProperties']} keys")
     return f"{text} ({'; '.join(notes)})" if notes else text
 
 

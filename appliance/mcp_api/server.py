@@ -22,7 +22,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from appliance import __version__
 from appliance.core import redaction
 from appliance.errors import InvalidArgument, KumihoError
-from appliance.mcp_api.catalogue import ToolSpec, tools, validated
+from appliance.mcp_api.catalogue import ToolSpec, check_shape, tools, validated
 from appliance.memory.operator import OperatorTools
 from appliance.memory.service import Client, MemoryService
 
@@ -33,6 +33,7 @@ PROJECT_HEADER = "x-kumiho-project"
 LIMIT_HEADER = "x-kumiho-retrieval-limit"
 SESSION_HEADER = "x-kumiho-session"
 MAX_RETRIEVAL_LIMIT = 100  # the bound of the [kumiho] memory_retrieval_limit setting
+MAX_ERROR_MESSAGE = 500  # characters of an error message
 
 Handler = Callable[[dict[str, Any], Client], dict[str, Any]]
 
@@ -98,12 +99,13 @@ def call(table: dict[str, Handler], name: str, arguments: dict[str, Any] | None,
     if handler is None:
         return error_result("not_found", f"unknown tool {name!r}; tools/list names the available ones")
     try:
+        check_shape(arguments or {})  # before anything walks the arguments: no depth exhausts the stack
         args, kinds = _redacted(arguments or {}, client)
         result = handler(validated(name, args), client)
     except KumihoError as exc:
         error = exc.to_dict()
         error["message"] = redaction.redact_secrets(str(error["message"]))[0]  # no answer carries one either
-        return _text_result({"error": error}, True)
+        return _text_result({"error": _clipped(error)}, True)
     except Exception:  # a defect: the agent gets a plain message, the log gets the traceback
         log.exception("tool %s failed", name)
         return error_result("internal", f"{name} failed unexpectedly; the appliance log has the details")
@@ -120,6 +122,14 @@ def _redacted(arguments: dict[str, Any], client: Client) -> tuple[dict[str, Any]
     if client.host_session_id:
         redaction.refuse_credential(client.host_session_id, SESSION_HEADER)
     return redaction.redact_arguments(arguments)
+
+
+def _clipped(error: dict[str, Any]) -> dict[str, Any]:
+    """An error message that quotes the caller's value (a 4 KiB model name, say) is cut: it says what to change."""
+    message = str(error.get("message", ""))
+    if len(message) > MAX_ERROR_MESSAGE:
+        error = {**error, "message": message[: MAX_ERROR_MESSAGE - 1] + "…"}
+    return error
 
 
 def build_server(table: dict[str, Handler], default_project: str) -> Server[Any]:

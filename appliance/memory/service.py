@@ -36,7 +36,7 @@ from appliance.memory.recall import Recaller, RecallQuery
 from appliance.memory.sessions import after_consolidation, resolve_session
 from appliance.memory.spaces import check_project, project_of, scopes, storage_space
 from appliance.memory.working import WorkingMemory, message_number
-from appliance.memory.writer import Draft, MemoryWriter, clip_summary
+from appliance.memory.writer import Draft, MemoryWriter, check_drafts, clip_summary
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,8 @@ _EVENT_DATE = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
 EVIDENCE_LEVELS = ("official", "corroborated", "single_source", "unverified")
 CONSOLIDATE_AFTER = 50  # buffered messages before ingest says should_consolidate
 RECALLED_KEPT = 20  # krefs a session remembers having recalled (its summary links to them)
+MAX_METADATA_VALUE = 4096  # characters of one caller metadata value (JSON-encoded when not a string)
+MAX_SUMMARY_OBJECT = 65536  # characters of an agent-written summary object, JSON-encoded
 
 
 class MemoryService(ModelBackedTools):
@@ -199,7 +201,7 @@ class MemoryService(ModelBackedTools):
             kind=str(args.get("memory_item_kind") or "conversation"), memory_type=memory_type,
             title=title, summary=summary, user_text=user_text, assistant_text=assistant_text,
             tags=list(args["tags"]) if args.get("tags") else None,
-            metadata=records.metadata_values(args.get("metadata")),
+            metadata=_caller_metadata(args.get("metadata")),
             bundle_name=str(args.get("bundle_name") or ""), source_krefs=_krefs(args.get("source_revision_krefs")),
             edge_type=str(args.get("edge_type") or "DERIVED_FROM"),
             artifact_name=str(args.get("artifact_name") or "chat_io"),
@@ -217,14 +219,17 @@ class MemoryService(ModelBackedTools):
             drafts.append(draft)
             if bad_date:
                 dropped.append({"title": draft.title, "event_date": bad_date})
+        check_drafts(drafts, [f"captures[{i}]." for i in range(len(drafts))])
+        response = str(args["response"])
+        buffer = bool(response.strip()) and not redaction.skip_reason(response)
+        if buffer:
+            self.working.check_content(response, "response")
+        plans = [self.writer.plan(d) for d in drafts]  # a capture's `revises` that does not exist fails here
+        # only now, with nothing left to refuse, may the call touch the working memory
         session_id, source = resolve_session(self.working, session_id=args.get("session_id"),
                                              user_id=args.get("user_id"), context=args.get("context"),
                                              host_session_id=client.host_session_id, project=project)
-        response = str(args["response"])
-        appended = None
-        if response.strip() and not redaction.skip_reason(response):
-            appended = self.working.append(project, session_id, "assistant", response)
-        plans = [self.writer.plan(d) for d in drafts]
+        appended = self.working.append(project, session_id, "assistant", response) if buffer else None
         stored = self.writer.write(plans) if plans else []
         result: dict[str, Any] = {
             "buffered": appended is not None, "captures_stored": len(stored), "edges_discovered": 0,
@@ -277,11 +282,13 @@ class MemoryService(ModelBackedTools):
     # -- working memory --------------------------------------------------------------------------------
     def ingest(self, args: dict[str, Any], client: Client) -> dict[str, Any]:
         project = project_of(args, client)
+        message = str(args["message"])
+        skipped = redaction.skip_reason(message)
+        if not skipped:
+            self.working.check_content(message, "message")  # before the session is resolved (or minted)
         session_id, source = resolve_session(
             self.working, session_id=args.get("session_id") or None, user_id=args["user_id"],
             context=args.get("context") or "personal", host_session_id=client.host_session_id, project=project)
-        message = str(args["message"])
-        skipped = redaction.skip_reason(message)
         if not skipped:
             appended = self.working.append(project, session_id, "user", message)
             if appended.created_bucket:
@@ -307,11 +314,13 @@ class MemoryService(ModelBackedTools):
 
     def add_response(self, args: dict[str, Any], client: Client) -> dict[str, Any]:
         project = project_of(args, client)
+        response = str(args["response"])
+        skipped = redaction.skip_reason(response)
+        if not skipped:
+            self.working.check_content(response, "response")
         session_id, source = resolve_session(self.working, session_id=args.get("session_id"),
                                              user_id=args.get("user_id"), context=args.get("context"),
                                              host_session_id=client.host_session_id, project=project)
-        response = str(args["response"])
-        skipped = redaction.skip_reason(response)
         if skipped:
             return {"success": False, "skipped": skipped, "session_id": session_id, "session_id_source": source}
         appended = self.working.append(project, session_id, "assistant", response)
@@ -323,10 +332,14 @@ class MemoryService(ModelBackedTools):
         transcript artifact, store the summary, clear the buffer (reference §4.10). The model's work runs on
         the interactive job lane; after ``tool_wait_seconds`` the answer says it goes on in the background."""
         project = project_of(args, client)
+        provided = args.get("summary")
+        if provided:
+            _summary_shape(provided)  # refused before a session is resolved (or minted)
+        # without a summary there must be messages: a user's session is looked up, never minted empty
         session_id, source = resolve_session(self.working, session_id=args.get("session_id"),
                                              user_id=args.get("user_id"), context=args.get("context"),
-                                             host_session_id=client.host_session_id, project=project)
-        provided = args.get("summary")
+                                             host_session_id=client.host_session_id, project=project,
+                                             mint=bool(provided))
         if not provided:
             if not self.working.count(project, session_id):
                 raise Conflict(f"No messages to consolidate in session {session_id}: nothing was buffered "
@@ -514,6 +527,16 @@ def _positive(value: Any, field: str) -> int:
     return min(value, 100)
 
 
+def _caller_metadata(values: dict[str, Any] | None) -> dict[str, str]:
+    encoded = records.metadata_values(values)
+    for key, value in encoded.items():
+        if len(value) > MAX_METADATA_VALUE:
+            raise InvalidArgument(f"metadata.{key[:64]}: at most {MAX_METADATA_VALUE} characters (JSON-encoded "
+                                  f"when not a string; got {len(value)}); keep long text in the memory itself",
+                                  field=f"metadata.{key[:64]}")
+    return encoded
+
+
 def _krefs(values: Any) -> list[str]:
     found = []
     for index, value in enumerate(values or []):
@@ -544,6 +567,9 @@ def _retrieve_mode(mode: str, query: str) -> str:
 
 def _summary_shape(summary: Any) -> dict[str, Any]:
     """An agent-written summary (text or object) in the summariser's shape (reference §4.10)."""
+    if isinstance(summary, dict) and len(json.dumps(summary, default=str)) > MAX_SUMMARY_OBJECT:
+        raise InvalidArgument(f"summary: at most {MAX_SUMMARY_OBJECT} characters as JSON; shorten its texts",
+                              field="summary")
     if isinstance(summary, str):
         summary = {"summary": summary}
     if not isinstance(summary, dict) or not str(summary.get("summary") or "").strip():

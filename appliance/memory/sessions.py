@@ -10,10 +10,11 @@ from __future__ import annotations
 import hashlib
 from datetime import UTC
 
-from appliance.errors import InvalidArgument
+from appliance.errors import Conflict, InvalidArgument
 from appliance.memory.working import Clock, WorkingMemory, utc_now
 
 DEFAULT_CONTEXT = "personal"
+MAX_CONTEXT = 200  # of a minted id "<context>:user-<hash>:<YYYYMMDD>:<seq>", at most 256 characters
 DEFAULT_PROJECT = "CognitiveMemory"  # the graph's default project; owner of minted sessions' metadata
 
 
@@ -25,8 +26,9 @@ def host_session(wm: WorkingMemory, host_session_id: str) -> str:
 
 def resolve_session(wm: WorkingMemory, *, session_id: str | None, user_id: str | None, context: str | None,
                     host_session_id: str | None, clock: Clock = utc_now,
-                    project: str = DEFAULT_PROJECT) -> tuple[str, str]:
-    """(session id, source) with source one of argument, host-env, active-pointer, generated."""
+                    project: str = DEFAULT_PROJECT, mint: bool = True) -> tuple[str, str]:
+    """(session id, source) with source one of argument, host-env, active-pointer, generated. With
+    ``mint=False`` a user without an active session is a ``Conflict`` instead of a new, empty session."""
     if session_id is not None:
         if not session_id.strip():
             raise InvalidArgument("session_id: it is blank; pass a non-empty id or omit it", field="session_id")
@@ -42,8 +44,13 @@ def resolve_session(wm: WorkingMemory, *, session_id: str | None, user_id: str |
     active = wm.active_session(context, user_id)
     if active:
         return active, "active-pointer"
+    if not mint:
+        raise Conflict(f"No messages to consolidate for user_id {user_id[:64]!r}: no active session in context "
+                       f"{context[:64]!r} (nothing was buffered, or it was consolidated already)", field="user_id")
+    if len(context) > MAX_CONTEXT:  # the minted id must fit the working memory's names
+        raise InvalidArgument(f"context: at most {MAX_CONTEXT} characters (got {len(context)})", field="context")
     day = clock().astimezone(UTC).strftime("%Y%m%d")
-    user_hash = hashlib.sha256(user_id.encode("utf-8")).hexdigest()[:10]
+    user_hash = hashlib.sha256(user_id.encode("utf-8", "surrogatepass")).hexdigest()[:10]
     minted = f"{context}:user-{user_hash}:{day}:{wm.next_sequence(user_id, day):03d}"
     # Two callers may mint at once; the pointer claim is atomic, so both adopt whichever landed first.
     winner = wm.claim_active_session(context, user_id, minted)

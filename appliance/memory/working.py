@@ -26,6 +26,7 @@ from appliance.errors import Conflict, InvalidArgument, StorageError
 Clock = Callable[[], datetime]  # the same shape as appliance.graph._support.Clock
 ROLES = ("user", "assistant", "system", "tool")
 MAX_NAME = 256
+MAX_MESSAGE_BYTES = 65536  # one buffered message, UTF-8
 POINTER_TTL = timedelta(hours=24)  # the Redis original's expiry of active-session pointers
 
 _SCHEMA = """
@@ -110,7 +111,7 @@ class WorkingMemory:
         self.max_message_bytes = max_message_bytes
 
     @classmethod
-    def open(cls, directory: Path, *, max_messages: int = 2000, max_message_bytes: int = 65536,
+    def open(cls, directory: Path, *, max_messages: int = 2000, max_message_bytes: int = MAX_MESSAGE_BYTES,
              clock: Clock = utc_now) -> WorkingMemory:
         if max_messages < 1:
             raise InvalidArgument("max_messages: give at least 1", field="max_messages")
@@ -174,18 +175,22 @@ class WorkingMemory:
                 raise StorageError(f"working memory: {exc}") from exc
 
     # -- messages ---------------------------------------------------------------------------------------
+    def check_content(self, content: object, field: str = "content") -> None:
+        """What ``append`` accepts as message text; callers check first to refuse before any other effect."""
+        if not isinstance(content, str) or not content.strip():
+            raise InvalidArgument(f"{field}: give non-empty message text", field=field)
+        size = len(content.encode("utf-8", "surrogatepass"))
+        if size > self.max_message_bytes:
+            raise InvalidArgument(f"{field}: the message is {size} bytes of UTF-8; the limit is "
+                                  f"{self.max_message_bytes} (max_message_bytes)", field=field)
+
     def append(self, project: str, session_id: str, role: str, content: str,
                metadata: dict[str, Any] | None = None) -> Appended:
         check_name(project, "project")
         check_name(session_id, "session_id")
         if role not in ROLES:
             raise InvalidArgument(f"role: give one of {', '.join(ROLES)} (got {role!r})", field="role")
-        if not isinstance(content, str) or not content.strip():
-            raise InvalidArgument("content: give non-empty message text", field="content")
-        size = len(content.encode("utf-8"))
-        if size > self.max_message_bytes:
-            raise InvalidArgument(f"content: the message is {size} bytes of UTF-8; the limit is "
-                                  f"{self.max_message_bytes} (max_message_bytes)", field="content")
+        self.check_content(content)
         if metadata is not None and not isinstance(metadata, dict):
             raise InvalidArgument("metadata: give a JSON object or omit it", field="metadata")
         try:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from appliance.core import kref as krefs
+from appliance.core import names
 from appliance.core.search import SearchFilter, SearchRequest
 from appliance.errors import AlreadyExists, InvalidArgument, NotFound
 from appliance.fsutil import fsync_dir, inside, write_durably
@@ -39,6 +40,12 @@ STACK_MIDDLE = 0.55
 STACK_MIN_OVERLAP = 0.17
 STACK_MIN_TOKENS = 8
 SUMMARY_LIMIT = 2000
+# One write holds the graph's single writer for its whole transaction (all or nothing), and every memory,
+# tag and provenance edge in it costs several graph queries: 100 captures × 100 sources (10,000 edges) held
+# it 44 s. These caps keep the largest write of one call to a few seconds (benchmarks/bounds_bench.py;
+# docs/mcp-tools.md "Bounds"), whatever the surface's schema allows; agents write a few captures per turn.
+MAX_MEMORIES_PER_WRITE = 10
+MAX_EDGES_PER_WRITE = 100
 _WORD = re.compile(r"[0-9a-z_]{2,}")
 _UNSAFE = re.compile(r"[^\w-]")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7a3]+")
@@ -156,6 +163,7 @@ class MemoryWriter:
     # -- writing ---------------------------------------------------------------------------------------
     def write(self, plans: list[Plan]) -> list[dict[str, Any]]:
         """Write every plan in one transaction; returns one result per plan (reference §4.8 step 12)."""
+        check_drafts([p.draft for p in plans])
         for plan in plans:  # names first: a write the graph would refuse must not touch the file system
             krefs.parse_space_path(plan.draft.space, "space_path")
         written: list[Path] = []
@@ -188,7 +196,8 @@ class MemoryWriter:
         if d.bundle_name and not d.revises:
             bundle = g.create_bundle(space, slug(d.bundle_name, 64))
             if not plan.stacked:
-                # the same text stored again lands on its item, already a member (checked before any write)
+                # the same memory stored again has the same item name, and the item is a member already;
+                # the check is a read, so the transaction stays clean (Kùzu rolls back partial writes badly)
                 with contextlib.suppress(AlreadyExists):
                     g.add_bundle_member(bundle.kref, item_kref)
             bundle_kref = bundle.kref
@@ -241,6 +250,37 @@ class MemoryWriter:
         if d.assistant_text:
             lines.append(f"**Assistant:** {d.assistant_text}")
         return write_durably(path, "\n".join(lines) + "\n", sync_folder=False)  # write() syncs the folders
+
+
+def check_drafts(drafts: list[Draft], prefixes: list[str] | None = None) -> None:
+    """Refuse, before anything is written, what the graph would refuse halfway through the transaction (a
+    rollback after partial writes left Kùzu answering write-write conflicts, then crashing), and a write
+    larger than one transaction may be. ``prefixes`` name each draft's place in the call (``captures[0].``)."""
+    check_write_size(drafts)
+    for draft, where in zip(drafts, prefixes or [""] * len(drafts), strict=True):
+        names.kind(draft.kind, f"{where}memory_item_kind")
+        names.edge_type(draft.edge_type, f"{where}edge_type")
+        names.metadata(draft.metadata, f"{where}metadata")
+        for tag in draft.tags or ():
+            if tag != names.LATEST:  # ignored when given
+                names.user_tag(tag, f"{where}tags")
+        names.artifact_name(draft.artifact_name, f"{where}artifact_name")
+        if draft.artifact_location and not draft.artifact_location.strip():
+            raise InvalidArgument(f"{where}artifact_location: give a file path or URI, or omit it",
+                                  field=f"{where}artifact_location")
+
+
+def check_write_size(drafts: list[Draft], field: str = "captures") -> None:
+    """Refuse, before anything is written, a write larger than one transaction may be (all or nothing)."""
+    if len(drafts) > MAX_MEMORIES_PER_WRITE:
+        raise InvalidArgument(f"{field}: at most {MAX_MEMORIES_PER_WRITE} memories in one call (got {len(drafts)}); "
+                              "split them over several calls", field=field)
+    edges = sum(len(d.source_krefs) for d in drafts)
+    if edges > MAX_EDGES_PER_WRITE:
+        raise InvalidArgument(
+            f"source_krefs: this call would write {edges} provenance edges (every capture links to every "
+            f"source); at most {MAX_EDGES_PER_WRITE} in one call: cite only the sources that matter, or split "
+            "the captures over several calls", field="source_krefs")
 
 
 def _stack_query(title: str, summary: str, limit: int = 180) -> str:
