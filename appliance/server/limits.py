@@ -74,9 +74,10 @@ class BoundedHttpProtocol(HttpToolsProtocol):
                 self._refuse(431, "headers_too_large", "the request line and headers are larger than "
                              f"{self.limits.max_header_bytes} bytes (the http.max_header_bytes setting)")
                 return
-        self._headers_ended = False
+        in_headers = self._in_headers  # the last piece of a body ends its message and sets _in_headers again:
+        self._headers_ended = False  # those bytes belong to the body, not to the next request's headers
         super().data_received(data)
-        if self._in_headers and not self._headers_ended:
+        if in_headers and self._in_headers and not self._headers_ended:
             self._header_bytes += len(data)
             self._tail = (self._tail + data)[-(len(_END_OF_HEADERS) - 1):]
 

@@ -278,9 +278,17 @@ def test_a_session_context_too_long_for_a_minted_id_is_refused(app: InProcess, m
     assert error["field"] == "context" and "at most 200 characters" in error["message"]
 
 
-def test_an_error_quoting_a_huge_value_is_cut(app: InProcess, mcp: RawMcp) -> None:
+def test_an_error_never_quotes_a_huge_value_whole(app: InProcess, mcp: RawMcp) -> None:
     error = refused(app, mcp, "kumiho_memory_dream_state", {"dry_run": True, "model": "é" * 4096})
-    assert error["field"] == "model" and len(error["message"]) == 500 and error["message"].endswith("…")
+    assert error["field"] == "model" and len(error["message"]) <= 500 and "é" * 61 not in error["message"]
+
+
+def test_a_long_error_message_is_cut_to_its_bound() -> None:
+    from appliance.mcp_api.server import MAX_ERROR_MESSAGE, _clipped
+
+    clipped = _clipped({"code": "invalid_argument", "message": "x" * 5000, "field": "f"})
+    assert len(clipped["message"]) == MAX_ERROR_MESSAGE and clipped["message"].endswith("…")
+    assert clipped["field"] == "f" and _clipped({"message": "short"}) == {"message": "short"}
 
 
 # -- hostile text ---------------------------------------------------------------------------------------

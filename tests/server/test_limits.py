@@ -200,3 +200,31 @@ def test_connections_beyond_the_limit_are_answered_503_and_closed(tmp_path: Path
                 pass
             time.sleep(0.05)
         assert _live(app)
+
+
+def test_bodies_sent_in_pieces_on_one_connection_never_count_as_headers(app: Running) -> None:
+    """A body whose last piece arrives in a read of its own, on a kept-alive connection: those bytes once
+    counted towards the next request's headers, so the connection's third or fourth request got 431."""
+    host, port = _address(app)
+    body = json.dumps({"q": "x" * 40_000}).encode()  # a body larger than max_header_bytes (16 KiB here)
+    head = (f"POST /api/v1/search HTTP/1.1\r\nHost: {host}:{port}\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\n\r\n").encode()
+    conn = _connect(app)
+    try:
+        for _ in range(3):
+            conn.sendall(head + body[:100])
+            time.sleep(0.2)  # the rest in a read of its own
+            conn.sendall(body[100:])
+            conn.settimeout(10)
+            answer = b""
+            while b"\r\n\r\n" not in answer:
+                answer += conn.recv(65536)
+            status = int(answer.split(b" ", 2)[1])
+            headers, _, rest = answer.partition(b"\r\n\r\n")
+            length = int(next(line.split(b":", 1)[1] for line in headers.split(b"\r\n")
+                              if line.lower().startswith(b"content-length")))
+            while len(rest) < length:
+                rest += conn.recv(65536)
+            assert status != 431, rest
+    finally:
+        conn.close()
