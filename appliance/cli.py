@@ -82,7 +82,10 @@ class _NoCredentials(logging.Filter):
     are read decoded too), and libraries log what they received before a tool call is dispatched and redacted."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed log call: the handler reports it as usual (handleError)
+            return True
         for text in (message, urllib.parse.unquote_plus(message)):
             cleaned, kinds = redaction.redact_secrets(text)
             if kinds:

@@ -87,10 +87,12 @@ class Tx:
 
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
+        self.wrote = False  # whether a statement that changes data ran (a rollback then needs a checkpoint)
 
     def rows(self, query: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
         # Kùzu refuses parameters a query does not use; callers may share one parameter dict.
         wanted = _parameters(query)
+        self.wrote = self.wrote or _changes_data(query)
         try:
             result = self._conn.execute(query, {k: v for k, v in (params or {}).items() if k in wanted})
             return result.get_all()
@@ -131,6 +133,11 @@ def _parameters(query: str) -> frozenset[str]:
     return frozenset(re.findall(r"\$(\w+)", query))
 
 
+@functools.lru_cache(maxsize=1024)
+def _changes_data(query: str) -> bool:
+    return re.search(r"\b(CREATE|MERGE|SET|DELETE|DETACH|REMOVE|COPY|DROP|ALTER)\b", query, re.IGNORECASE) is not None
+
+
 class KuzuEngine:
     def __init__(
         self, path: Path, *, buffer_pool_mb: int = 256, readers: int = 4, read_only: bool = False,
@@ -158,6 +165,7 @@ class KuzuEngine:
         self._writer = threading.Thread(target=self._write_loop, name="kuzu-writer", daemon=True)
         self._closed = False
         self._rolled_back = False  # a checkpoint is due (see _rollback)
+        self._tx = Tx(self._writer_conn)  # the writer thread's one Tx: nested jobs share its transaction
         self.on_commit: list[Callable[[], None]] = []  # called on the writer thread after each commit
         if not read_only:
             self._writer.start()
@@ -166,7 +174,7 @@ class KuzuEngine:
     def write(self, job: Callable[[Tx], T]) -> T:
         """Run ``job`` as one transaction on the writer thread and return its result (or raise)."""
         if threading.current_thread() is self._writer:
-            return job(Tx(self._writer_conn))  # nested call from inside a job: same transaction
+            return job(self._tx)  # nested call from inside a job: same transaction (and its `wrote`)
         if self._closed or self.read_only:
             raise StorageError("the graph store is closed or opened read-only")
         future: Future[T] = Future()
@@ -174,7 +182,7 @@ class KuzuEngine:
         return future.result()
 
     def _write_loop(self) -> None:
-        tx = Tx(self._writer_conn)
+        tx = self._tx
         while True:
             item = self._jobs.get()
             if item is _STOP:
@@ -187,12 +195,12 @@ class KuzuEngine:
                 self._checkpoint_after_rollback()
                 self._writer_conn.recycle_if_full()  # between transactions: nothing of one is lost
                 self._writer_conn.execute("BEGIN TRANSACTION", {})
-                began = True
+                began, tx.wrote = True, False
                 result = job(tx)
                 self._writer_conn.execute("COMMIT", {})
             except BaseException as exc:
                 if began:
-                    self._rollback()
+                    self._rollback(checkpoint=tx.wrote)
                 future.set_exception(_as_kumiho_error(exc))
             else:
                 # listeners first: a caller that reads a commit counter after its write sees its own commit
@@ -203,14 +211,15 @@ class KuzuEngine:
                         log.exception("commit listener failed")
                 future.set_result(result)
 
-    def _rollback(self) -> None:
+    def _rollback(self, checkpoint: bool) -> None:
         with contextlib.suppress(RuntimeError):  # no active transaction: Kùzu rolled back a failed query itself
             self._writer_conn.execute("ROLLBACK", {})
         # Kùzu 0.11.3 keeps the version marks of rows a rolled-back transaction updated: the next update of such
         # a row fails ("Write-write conflict"), a rolled-back key can come back as a duplicate, and a few writes
         # later the process may crash inside Kùzu. A checkpoint clears them (tests/graph/test_rollback.py).
-        self._rolled_back = True
-        self._checkpoint_after_rollback()
+        if checkpoint:  # a job that only read and then refused leaves nothing to clear
+            self._rolled_back = True
+            self._checkpoint_after_rollback()
 
     def _checkpoint_after_rollback(self) -> None:
         """Checkpoint once after a rollback, before the next transaction; a checkpoint that cannot run now
@@ -227,7 +236,7 @@ class KuzuEngine:
     # -- reads ----------------------------------------------------------------------------------------
     def read(self, job: Callable[[Tx], T]) -> T:
         if threading.current_thread() is self._writer:
-            return job(Tx(self._writer_conn))  # a write job reading its own uncommitted state
+            return job(self._tx)  # a write job reading its own uncommitted state
         conn = self._readers.get()
         try:
             conn.recycle_if_full()

@@ -34,6 +34,7 @@ LIMIT_HEADER = "x-kumiho-retrieval-limit"
 SESSION_HEADER = "x-kumiho-session"
 MAX_RETRIEVAL_LIMIT = 100  # the bound of the [kumiho] memory_retrieval_limit setting
 MAX_ERROR_MESSAGE = 500  # characters of an error message
+MAX_ERROR_FIELD = 200  # characters of the field path an error names
 
 Handler = Callable[[dict[str, Any], Client], dict[str, Any]]
 
@@ -104,7 +105,9 @@ def call(table: dict[str, Handler], name: str, arguments: dict[str, Any] | None,
         result = handler(validated(name, args), client)
     except KumihoError as exc:
         error = exc.to_dict()
-        error["message"] = redaction.redact_secrets(str(error["message"]))[0]  # no answer carries one either
+        for key in ("message", "field"):  # no answer carries one either (a field path can quote a dict key)
+            if error.get(key):
+                error[key] = redaction.redact_secrets(str(error[key]))[0]
         return _text_result({"error": _clipped(error)}, True)
     except Exception:  # a defect: the agent gets a plain message, the log gets the traceback
         log.exception("tool %s failed", name)
@@ -129,6 +132,8 @@ def _clipped(error: dict[str, Any]) -> dict[str, Any]:
     message = str(error.get("message", ""))
     if len(message) > MAX_ERROR_MESSAGE:
         error = {**error, "message": message[: MAX_ERROR_MESSAGE - 1] + "…"}
+    if len(str(error.get("field") or "")) > MAX_ERROR_FIELD:
+        error = {**error, "field": str(error["field"])[: MAX_ERROR_FIELD - 1] + "…"}
     return error
 
 

@@ -301,8 +301,8 @@ class MemoryService(ModelBackedTools):
                 self.working.set_metadata(project, session_id, meta)
         buffered = self.working.messages(project, session_id, limit=_positive(
             args.get("working_memory_limit", 10), "working_memory_limit"))
-        recalled = self.run_recall({"query": message, "limit": args.get("recall_limit", 5)}, client,
-                                with_context=False)["results"] if message.strip() else []
+        query = {"query": message, "limit": args.get("recall_limit", 5), "project": project}
+        recalled = self.run_recall(query, client, with_context=False)["results"] if message.strip() else []
         if recalled:
             self._remember_recalled(project, session_id, [r["kref"] for r in recalled])
         result = {"session_id": session_id, "session_id_source": source,
@@ -428,14 +428,14 @@ class MemoryService(ModelBackedTools):
             summary = f"Executed '{task}' successfully"
         memory_type = "error" if failed else "action"
         topics = [str(t) for t in args.get("topics") or []]
-        log = "\n".join([f"# Tool Execution: {task}", "", f"- status: {status}", f"- exit code: {exit_code}",
+        execution_log = "\n".join([f"# Tool Execution: {task}", "", f"- status: {status}", f"- exit code: {exit_code}",
                          f"- duration: {args.get('duration_ms')} ms", "", "## stdout", "```", stdout, "```",
                          "", "## stderr", "```", stderr, "```"])
         project = project_of(args, client)
         draft = Draft(project=project, space=storage_space(project, None, args.get("space_hint")),
                       kind="conversation", memory_type=memory_type,
                       title=(f"Failed: {task[:60]}" if failed else f"Successfully executed: {task[:60]}"),
-                      summary=summary, user_text=task, assistant_text=log,
+                      summary=summary, user_text=task, assistant_text=execution_log,
                       tags=[memory_type, status, "published"], bundle_name=topics[0] if topics else "",
                       metadata=records.metadata_values({"exit_code": exit_code, "duration_ms": args.get("duration_ms"),
                                                         "topics": topics or None, "tools": args.get("tools")}),

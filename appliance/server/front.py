@@ -177,12 +177,15 @@ def _turn_away(conn: socket.socket) -> None:
 async def _goaway(conn: socket.socket) -> None:
     """Tell an HTTP/2 client politely that there is no gRPC here, then close."""
     loop = asyncio.get_running_loop()
-    with contextlib.suppress(BlockingIOError):
-        conn.recv(65536)  # what the client sent: closing with unread input would reset the connection
-    with contextlib.suppress(OSError):
+    try:
+        with contextlib.suppress(BlockingIOError):
+            conn.recv(65536)  # what the client sent: closing with unread input would reset the connection
         await loop.sock_sendall(conn, H2_GOAWAY)
         conn.shutdown(socket.SHUT_WR)
-    conn.close()
+    except OSError:  # the client reset or went away: nothing more to say
+        pass
+    finally:
+        conn.close()
 
 
 async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
