@@ -51,7 +51,7 @@ from appliance.search.index import IndexCaches, SearchIndex
 from appliance.search.service import SearchService
 from appliance.search.sync import IndexSync
 from appliance.search.worker import IndexWorker
-from appliance.server.door import ASGIApp, DoorPolicy, front_door
+from appliance.server.door import ASGIApp, DoorPolicy, bounded_body, front_door
 
 log = logging.getLogger(__name__)
 
@@ -226,6 +226,8 @@ def build_app(services: Services) -> ASGIApp:
         logging_config=None,
         debug=False,
     )
+    # outermost first: Host/Origin (and CORS) → the token beyond loopback → the bounded body → the routes
+    app = bounded_body(settings.http.max_body_bytes)(app)
     if not settings.is_loopback:
         app = token_guard(services.token)(app)
     return front_door(DoorPolicy.from_settings(settings))(app)

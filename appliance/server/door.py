@@ -12,7 +12,8 @@ whose name is re-pointed at this machine (DNS rebinding) sends them with its own
 * CORS headers are sent only to the origins of ``http.cors_origins`` (none by default), so other pages cannot
   read an answer even when they may send the request.
 * A request body larger than ``http.max_body_bytes`` is refused with 413 before any handler sees it (``/mcp``
-  is an ASGI mount, which Litestar's own body limit does not cover).
+  is an ASGI mount, which Litestar's own body limit does not cover): ``bounded_body``, placed inside the
+  token check so that only a client with the token can make the appliance buffer a body.
 
 Every refusal is JSON in the project's error shape ``{"error": {"code", "message"}}``.
 """
@@ -118,19 +119,31 @@ def front_door(policy: DoorPolicy) -> Callable[[ASGIApp], ASGIApp]:
             if cors and scope["method"] == "OPTIONS" and _header(headers, b"access-control-request-method"):
                 await _preflight(send, origin)  # type: ignore[arg-type]
                 return
-            if _has_body(headers):
-                body = await _read_body(receive, policy.max_body_bytes)
-                if body is None:
-                    await _refuse(send, Refusal(
-                        413, "payload_too_large", f"the request body is larger than {policy.max_body_bytes} "
-                        "bytes (the http.max_body_bytes setting); send less per request"))
-                    return
-                receive = _replay(body, receive)
             if cors:
                 send = _with_cors(send, origin)  # type: ignore[arg-type]
             await app(scope, receive, send)
 
         return door
+
+    return middleware
+
+
+def bounded_body(limit: int) -> Callable[[ASGIApp], ASGIApp]:
+    """Read a request's whole body before any route runs, refusing it (413) as soon as it passes ``limit``.
+    It sits inside the token check, so that a client without the token cannot make the appliance buffer."""
+    def middleware(app: ASGIApp) -> ASGIApp:
+        async def bounded(scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] == "http" and _has_body(scope["headers"]):
+                body = await _read_body(receive, limit)
+                if body is None:
+                    await _refuse(send, Refusal(
+                        413, "payload_too_large", f"the request body is larger than {limit} bytes (the "
+                        "http.max_body_bytes setting); send less per request"))
+                    return
+                receive = _replay(body, receive)
+            await app(scope, receive, send)
+
+        return bounded
 
     return middleware
 

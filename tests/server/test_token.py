@@ -114,6 +114,12 @@ def test_a_good_configured_token_is_used_and_the_file_is_left_alone(tmp_path: Pa
                              ).status_code == 200
             assert httpx.get(app.base_url + "/api/_ready", headers={"authorization": "Bearer " + token[:-2]}
                              ).status_code == 401
+            # without the token a body is not even read: 401, not the 413 its size would earn
+            huge = httpx.post(app.base_url + "/mcp", content=b"x" * (5 << 20), headers=MCP_HEADERS, timeout=60)
+            assert huge.status_code == 401, huge.text
+            authorized = {**MCP_HEADERS, "authorization": f"Bearer {token}"}
+            huge = httpx.post(app.base_url + "/mcp", content=b"x" * (5 << 20), headers=authorized, timeout=60)
+            assert huge.status_code == 413, huge.text
         assert not (tmp_path / "data" / "token").exists()
 
     run_in_private_network(body)
