@@ -56,8 +56,9 @@ def test_one_active_job_per_key(jobs: JobQueue) -> None:
 
 
 def test_an_interactive_job_does_not_wait_behind_the_background_lane(jobs: JobQueue) -> None:
-    gate = threading.Event()
-    slow = jobs.submit("slow", lambda job: gate.wait(10), lane="background")
+    gate, started = threading.Event(), threading.Event()
+    slow = jobs.submit("slow", lambda job: started.set() or gate.wait(10), lane="background")
+    assert started.wait(10)  # the background lane is busy (its worker may take a moment on a loaded machine)
     quick = jobs.submit("quick", lambda job: "now", lane="interactive")
     assert jobs.wait(quick, 5) and slow.state == "running"
     gate.set()
