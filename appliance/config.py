@@ -79,14 +79,15 @@ class MemorySettings(_Section):
     """The seed's ``[memory]`` block (seed 001), with its defaults."""
 
     backend: Literal["kumiho", "none"] = Field("kumiho", description="seed compatibility; the appliance is the backend")
-    auto_save: bool = Field(True, description="store user turns automatically (seed 001)")
+    auto_save: bool = Field(True, description="store user turns automatically")
     hygiene_enabled: bool = Field(False, description="archive, then purge, old entries")
     archive_after_days: int = Field(7, ge=0, description="days before an entry is archived")
     purge_after_days: int = Field(30, ge=0, description="days before an archived entry is purged")
     conversation_retention_days: int = Field(30, ge=0, description="longest conversation retention")
-    min_relevance_score: float = Field(0.4, ge=0.0, le=1.0, description="operator floor on the 0..1 scale (D1)")
+    min_relevance_score: float = Field(0.4, ge=0.0, le=1.0, description="operator floor on the 0..1 "
+                                       "scale every score uses")
     default_namespace: str = Field("default", description="namespace of entries that name none")
-    half_life_days: float = Field(7.0, description="time-decay half-life (D2); ≤ 0 means the default 7")
+    half_life_days: float = Field(7.0, description="recall time-decay half-life in days; ≤ 0 means 7")
     response_cache_enabled: bool = Field(False, description="LLM response cache")
     response_cache_ttl_minutes: int = Field(60, ge=0, description="response cache entry lifetime")
     response_cache_max_entries: int = Field(5000, ge=0, description="response cache size")
@@ -103,7 +104,7 @@ class KumihoSettings(_Section):
     """The seed's ``[kumiho]`` block: what the appliance honours."""
 
     mode: Literal["local_ce"] = Field("local_ce", description="the seed's [kumiho].mode; this appliance is a local CE")
-    default_project: str = Field("CognitiveMemory", description="project of the memory tools and of short krefs (D8)")
+    default_project: str = Field("CognitiveMemory", description="project of the memory tools and of short krefs")
     memory_retrieval_limit: int = Field(3, ge=1, le=100, description="operator tools' limit cap")
 
 
@@ -139,7 +140,7 @@ class InferenceSettings(_Section):
                                      "http://127.0.0.1:8080/v1")
     endpoint_model: str = Field("default", description="the model name sent to the endpoint")
     endpoint_api_key: SecretStr | None = Field(None, description="bearer key for the endpoint (never logged)")
-    allow_remote_endpoints: bool = Field(False, description="D6: allow model endpoints beyond loopback (the "
+    allow_remote_endpoints: bool = Field(False, description="allow model endpoints beyond loopback (the "
                                          "appliance otherwise opens no connection off this machine)")
     tool_wait_seconds: float = Field(120.0, gt=0, le=240, description="consolidate, discover_edges and "
                                      "dream_state wait this long for the model, then answer with a job id and "
@@ -156,7 +157,7 @@ class MaintenanceSettings(_Section):
 
     idle_consolidation_minutes: float = Field(30.0, ge=0, description="consolidate a session idle this long "
                                               "(needs a model; sessions are never dropped); 0 = off")
-    keep_raw_transcripts: bool = Field(False, description="D5: keep consolidation transcripts unredacted "
+    keep_raw_transcripts: bool = Field(False, description="keep consolidation transcripts unredacted "
                                        "(they never leave the machine); default: PII replaced by [person], …")
     dream_state_time: str = Field("03:30", pattern=r"^(|([01]\d|2[0-3]):[0-5]\d)$", description="daily Dream "
                                   "State run (local time HH:MM) over the default project; \"\" = off")
