@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -30,6 +31,17 @@ class InProcess:
         response = httpx.get(self.base_url + path, timeout=30)
         response.raise_for_status()
         return response.json()
+
+
+def wait_job(app: InProcess, job_id: str, timeout: float = 120) -> dict[str, Any]:
+    """The job's final state, read from the admin API (bounded wait)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = app.get(f"/api/jobs/{job_id}")
+        if job["state"] not in ("queued", "running"):
+            return job  # type: ignore[no-any-return]
+        time.sleep(0.05)
+    raise AssertionError(f"job {job_id} did not finish")
 
 
 @contextmanager

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -23,6 +24,15 @@ async def http_session(base_url: str) -> AsyncIterator[ClientSession]:
     async with streamable_http_client(base_url + "/mcp") as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         yield session
+
+
+def in_http_session(base_url: str, steps: Callable[[ClientSession], Awaitable[Any]]) -> Any:
+    """Run ``steps`` with one MCP session over HTTP, from synchronous test code."""
+    async def main() -> Any:
+        async with http_session(base_url) as session:
+            return await steps(session)
+
+    return anyio.run(main)
 
 
 @asynccontextmanager

@@ -21,7 +21,7 @@ import pytest
 
 from appliance.core import redaction
 from tests.appliance_process import Running, cli_env, kumiho_ce, serve
-from tests.mcp_api.clients import http_session
+from tests.mcp_api.clients import in_http_session
 
 # One credential of each kind the redactor knows, and the part of it that must be found nowhere afterwards.
 SECRETS: dict[str, tuple[str, str]] = {
@@ -139,11 +139,7 @@ def app(tmp_path: Path) -> Iterator[Running]:
 
 
 def run(app: Running, steps: Any) -> Any:
-    async def main() -> Any:
-        async with http_session(app.base_url) as session:
-            return await steps(session)
-
-    return anyio.run(main)
+    return in_http_session(app.base_url, steps)
 
 
 def _settle(app: Running) -> None:

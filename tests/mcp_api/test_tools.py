@@ -14,7 +14,7 @@ import pytest
 
 from appliance.mcp_api.catalogue import tools
 from tests.appliance_process import Running, serve
-from tests.mcp_api.clients import RevkaLikeClient, call, http_session
+from tests.mcp_api.clients import RevkaLikeClient, call, http_session, in_http_session
 
 
 @pytest.fixture(scope="module")
@@ -24,11 +24,7 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
 
 
 def run(app: Running, steps: Any) -> Any:
-    async def main() -> Any:
-        async with http_session(app.base_url) as session:
-            return await steps(session)
-
-    return anyio.run(main)
+    return in_http_session(app.base_url, steps)
 
 
 def test_tools_list_is_one_page_with_every_tool_and_its_schema(app: Running) -> None:

@@ -9,7 +9,6 @@ import hashlib
 import json
 import os
 import stat
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,28 +19,11 @@ import pytest
 from appliance.fsutil import write_durably
 from appliance.inference.chat import ScriptedCall, ScriptedModel
 from tests.appliance_process import Running, serve
-from tests.inprocess import InProcess, serve_in_process
+from tests.inprocess import InProcess, serve_in_process, wait_job
 from tests.mcp_api.clients import RevkaLikeClient, call, http_session
+from tests.mcp_api.clients import in_http_session as run
 
 MESSAGES = 1200  # more than the 1,000 the buffer was once read with
-
-
-def run(base_url: str, steps: Any) -> Any:
-    async def main() -> Any:
-        async with http_session(base_url) as session:
-            return await steps(session)
-
-    return anyio.run(main)
-
-
-def wait_job(app: InProcess, job_id: str, timeout: float = 120) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        job = app.get(f"/api/jobs/{job_id}")
-        if job["state"] not in ("queued", "running"):
-            return job  # type: ignore[no-any-return]
-        time.sleep(0.05)
-    raise AssertionError(f"job {job_id} did not finish")
 
 
 def line(n: int) -> str:

@@ -12,13 +12,12 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
 from appliance.inference.chat import ModelOutputError, ScriptedCall, ScriptedModel
 from appliance.maintenance import Maintenance, next_daily
-from tests.inprocess import InProcess, serve_in_process
-from tests.mcp_api.clients import call, http_session
+from tests.inprocess import InProcess, serve_in_process, wait_job
+from tests.mcp_api.clients import call, in_http_session
 
 Answer = dict[str, Any] | BaseException | Callable[[ScriptedCall], Any]
 
@@ -55,21 +54,7 @@ def app(tmp_path: Path, script: Script) -> Iterator[InProcess]:
 
 
 def run(app: InProcess, steps: Callable[[Any], Any]) -> Any:
-    async def main() -> Any:
-        async with http_session(app.base_url) as session:
-            return await steps(session)
-
-    return anyio.run(main)
-
-
-def wait_job(app: InProcess, job_id: str, timeout: float = 60) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        job = app.get(f"/api/jobs/{job_id}")
-        if job["state"] not in ("queued", "running"):
-            return job  # type: ignore[no-any-return]
-        time.sleep(0.05)
-    raise AssertionError(f"job {job_id} did not finish")
+    return in_http_session(app.base_url, steps)
 
 
 SUMMARY = {"type": "decision", "title": "Home server migration plan",

@@ -10,12 +10,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import pytest
 
 from tests.appliance_process import Running, cli_env, kumiho_ce, serve
-from tests.mcp_api.clients import call, http_session
+from tests.mcp_api.clients import call, in_http_session
 from tests.search.damage import delete_a_data_file, delete_every_data_file, truncate_latest_manifest
 
 MEMORIES = {  # title → text; each found by a query on its own words
@@ -27,11 +26,7 @@ INTERNAL = ("lance error", "Traceback", ".rs:", "RuntimeError", "internal")
 
 
 def mcp(app: Running, steps: Callable[[Any], Any]) -> Any:
-    async def run() -> Any:
-        async with http_session(app.base_url) as session:
-            return await steps(session)
-
-    return anyio.run(run)
+    return in_http_session(app.base_url, steps)
 
 
 def store(app: Running, memories: dict[str, str]) -> dict[str, str]:
