@@ -132,8 +132,9 @@ def main() -> None:
     parser.add_argument("--every", type=int, default=100, help="sample RSS every this many stores")
     parser.add_argument("--reads", type=int, default=2000, help="engage/recall calls after the stores")
     parser.add_argument("--reflects", type=int, default=3)
-    parser.add_argument("--captures", type=int, default=50, help="captures per reflect")
-    parser.add_argument("--sources", type=int, default=20, help="source_krefs per reflect (each capture links each)")
+    parser.add_argument("--captures", type=int, default=10, help="captures per reflect (at most 10)")
+    parser.add_argument("--sources", type=int, default=10,
+                        help="source_krefs per reflect (each capture links each: at most 100 edges a call)")
     parser.add_argument("--embedder", choices=("minilm", "hashing"), default="minilm")
     parser.add_argument("--code", type=Path, default=ROOT, help="checkout the server runs from")
     args = parser.parse_args()
