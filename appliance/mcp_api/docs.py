@@ -1,4 +1,4 @@
-"""The MCP tool reference (docs/mcp-tools.md), generated from the catalogue (tools.json) and from the constants
+"""The MCP tool reference (docs/mcp-tools.md), generated from the operation definitions and from the constants
 the memory code runs on: ``python -m appliance.mcp_api.docs > docs/mcp-tools.md``. tests/test_docs.py keeps
 the file fresh. Deterministic: catalogue order inside a fixed group order, no timestamps."""
 
@@ -10,7 +10,7 @@ from typing import Any
 from appliance.config import DEFAULT_PORT, KumihoSettings, MemorySettings
 from appliance.core.names import MAX_PATTERN, MAX_SEGMENT, MAX_WILDCARDS
 from appliance.errors import AmbiguousKref, InvalidArgument, InvalidKref, KumihoError, NotFound, Unavailable
-from appliance.mcp_api.catalogue import MAX_DEPTH, ToolSpec, largest_request, tools
+from appliance.mcp_api.catalogue import tools
 from appliance.mcp_api.server import LIMIT_HEADER, PROJECT_HEADER, SESSION_HEADER
 from appliance.memory.cache import WINDOW_SECONDS
 from appliance.memory.model_tools import NO_MODEL
@@ -26,6 +26,8 @@ from appliance.memory.writer import (
     STACK_STRONG,
     SUMMARY_LIMIT,
 )
+from appliance.operations.definition import Operation
+from appliance.operations.validation import MAX_DEPTH, largest_request
 
 COMMAND = "python -m appliance.mcp_api.docs > docs/mcp-tools.md"
 MCP_URL = f"http://127.0.0.1:{DEFAULT_PORT}/mcp"
@@ -207,9 +209,9 @@ def reference_markdown() -> str:
     lines = [
         "# MCP tools",
         "",
-        f"Generated from `appliance/mcp_api/tools.json` and the memory code (`{COMMAND}`; a test keeps it "
-        f"fresh). The appliance serves {len(specs)} tools; ready-to-paste client configurations are in "
-        "[agent-hosts.md](agent-hosts.md).",
+        "Generated from the operation definitions (`appliance/operations/`) and the memory code "
+        f"(`{COMMAND}`; a test keeps it fresh). The appliance serves {len(specs)} tools; ready-to-paste client "
+        "configurations are in [agent-hosts.md](agent-hosts.md).",
         "",
         "## Transports",
         "",
@@ -268,7 +270,7 @@ def reference_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
-def _bounds(specs: dict[str, ToolSpec]) -> list[str]:
+def _bounds(specs: dict[str, Operation]) -> list[str]:
     """The limits every call meets: the parameter tables show each field's own; these span fields."""
     sizes = {name: largest_request(spec.input_schema) for name, spec in specs.items()}
     biggest = max(sizes, key=lambda n: sizes[n])
@@ -304,7 +306,7 @@ def _bounds(specs: dict[str, ToolSpec]) -> list[str]:
     ]
 
 
-def _tool(spec: ToolSpec) -> list[str]:
+def _tool(spec: Operation) -> list[str]:
     lines = [f"### {spec.name}", "", f"**{spec.title}** — read-only: {_flag(spec, 'readOnlyHint')}, "
              f"destructive: {_flag(spec, 'destructiveHint')}, idempotent: {_flag(spec, 'idempotentHint')}.", "",
              spec.description, ""]
@@ -351,8 +353,8 @@ def _type(prop: dict[str, Any]) -> str:
     return f"{text} ({'; '.join(notes)})" if notes else text
 
 
-def _flag(spec: ToolSpec, hint: str) -> str:
-    return "yes" if spec.annotations.get(hint) else "no"
+def _flag(spec: Operation, hint: str) -> str:
+    return "yes" if spec.annotations[hint] else "no"
 
 
 def _cell(text: str) -> str:

@@ -22,9 +22,11 @@ from mcp.server.transport_security import TransportSecuritySettings
 from appliance import __version__
 from appliance.core import redaction
 from appliance.errors import InvalidArgument, KumihoError
-from appliance.mcp_api.catalogue import ToolSpec, check_shape, tools, validated
+from appliance.mcp_api.catalogue import tools
 from appliance.memory.operator import OperatorTools
 from appliance.memory.service import Client, MemoryService
+from appliance.operations.definition import Input, Operation
+from appliance.operations.validation import check_shape, parse
 
 log = logging.getLogger(__name__)
 
@@ -36,11 +38,16 @@ MAX_RETRIEVAL_LIMIT = 100  # the bound of the [kumiho] memory_retrieval_limit se
 MAX_ERROR_MESSAGE = 500  # characters of an error message
 MAX_ERROR_FIELD = 200  # characters of the field path an error names
 
-Handler = Callable[[dict[str, Any], Client], dict[str, Any]]
+Handler = Callable[[Any, Client], dict[str, Any]]  # (the operation's typed input, the caller) → its result
+
+
+def _legacy(method: Callable[[dict[str, Any], Client], dict[str, Any]]) -> Handler:
+    """A service method that still reads a plain dict of arguments (absent ones left out)."""
+    return lambda args, client: method(args.model_dump(exclude_none=True), client)
 
 
 def handlers(memory: MemoryService, operator: OperatorTools) -> dict[str, Handler]:
-    return {
+    legacy = {
         "kumiho_memory_engage": memory.engage, "kumiho_memory_reflect": memory.reflect,
         "kumiho_memory_recall": memory.recall, "kumiho_memory_retrieve": memory.retrieve,
         "kumiho_fulltext_search": memory.fulltext, "kumiho_memory_store": memory.store,
@@ -54,12 +61,12 @@ def handlers(memory: MemoryService, operator: OperatorTools) -> dict[str, Handle
         "memory_resolve_kref": operator.resolve_kref, "memory_get_revision_by_tag": operator.get_revision_by_tag,
         "memory_store": operator.store, "memory_graph": operator.graph,
     }
+    return {name: _legacy(method) for name, method in legacy.items()}
 
 
-def _tool(spec: ToolSpec) -> types.Tool:
-    return types.Tool(name=spec.name, title=spec.title, description=spec.description,
-                      input_schema=spec.input_schema,
-                      annotations=types.ToolAnnotations.model_validate(spec.annotations))
+def _tool(op: Operation) -> types.Tool:
+    return types.Tool(name=op.name, title=op.title, description=op.description, input_schema=op.input_schema,
+                      annotations=types.ToolAnnotations.model_validate(op.annotations))
 
 
 def _text_result(payload: dict[str, Any], is_error: bool) -> types.CallToolResult:
@@ -96,13 +103,14 @@ def retrieval_limit_from(value: str | None) -> int | None:
 def call(table: dict[str, Handler], name: str, arguments: dict[str, Any] | None, client: Client
          ) -> types.CallToolResult:
     """One tool call, synchronously (the server runs it in a worker thread)."""
-    handler = table.get(name)
-    if handler is None:
+    handler, op = table.get(name), tools().get(name)
+    if handler is None or op is None:
         return error_result("not_found", f"unknown tool {name!r}; tools/list names the available ones")
     try:
         check_shape(arguments or {})  # before anything walks the arguments: no depth exhausts the stack
         args, kinds = _redacted(arguments or {}, client)
-        result = handler(validated(name, args), client)
+        typed: Input = parse(op, args)
+        result = handler(typed, client)
     except KumihoError as exc:
         error = exc.to_dict()
         for key in ("message", "field"):  # no answer carries one either (a field path can quote a dict key)
@@ -138,8 +146,7 @@ def _clipped(error: dict[str, Any]) -> dict[str, Any]:
 
 
 def build_server(table: dict[str, Handler], default_project: str) -> Server[Any]:
-    specs = tools()
-    listed = [_tool(specs[name]) for name in table]
+    listed = [_tool(op) for name, op in tools().items() if name in table]
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=listed)  # one page: agent hosts read it once, without paging

@@ -1,5 +1,5 @@
-"""Hypothesis strategies drawn from a tool's JSON Schema: the subset tools.json uses (type, enum, pattern,
-maxLength, minimum/maximum, items/maxItems, properties/required, maxProperties, propertyNames,
+"""Hypothesis strategies drawn from a tool's JSON Schema: the subset the generated input schemas
+use (type, enum, pattern, maxLength, minimum/maximum, items/maxItems, properties/required, maxProperties, propertyNames,
 additionalProperties). hypothesis-jsonschema would do this, but its last release (0.23.1) fails on the
 hypothesis the project uses ('many' object has no attribute 'more')."""
 

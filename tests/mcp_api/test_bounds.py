@@ -14,8 +14,9 @@ import pytest
 from appliance.core import names
 from appliance.errors import InvalidArgument
 from appliance.graph import GraphStore
-from appliance.mcp_api.catalogue import MAX_DEPTH, largest_request, tools, validated
+from appliance.mcp_api.catalogue import tools
 from appliance.memory.writer import MAX_EDGES_PER_WRITE, MAX_MEMORIES_PER_WRITE
+from appliance.operations.validation import MAX_DEPTH, largest_request, parse
 from tests.inprocess import InProcess, serve_in_process
 from tests.mcp_api.hostile import Answer, RawMcp, snapshot
 
@@ -162,7 +163,7 @@ def test_a_5000_digit_number_is_refused_cleanly(app: InProcess, mcp: RawMcp) -> 
     assert snapshot(app) == before
     # had it come through, the schema validator's message would print it (ValueError in Python 3.11)
     with pytest.raises(InvalidArgument, match="limit: a number of more than 19 digits"):
-        validated("kumiho_memory_recall", {"query": "q", "limit": 10**5000})
+        parse(tools()["kumiho_memory_recall"], {"query": "q", "limit": 10**5000})
 
 
 def test_metadata_nested_too_deep_is_refused_naming_the_field(app: InProcess, mcp: RawMcp) -> None:

@@ -1,0 +1,85 @@
+"""Recall: what an agent reads before it answers (engage, recall, retrieve, full-text search)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from appliance.operations.definition import Input, Operation
+from appliance.operations.fields import MemoryTypes, Name, Project, Query, SpacePath, SpacePaths, Topic
+
+Limit = Annotated[int, Field(ge=1, le=1000)]  # above 100 is treated as 100
+MinScore = Annotated[float, Field(ge=0.0, le=1.0)]
+RecallMode = Literal["full", "summarized"]
+Words = Annotated[list[Topic], Field(max_length=32)]
+
+
+class RecallInput(Input):
+    query: Query
+    limit: Limit = 5
+    min_score: MinScore = 0.0
+    space_paths: SpacePaths | None = None
+    memory_types: MemoryTypes | None = None
+    graph_augmented: bool = False
+    recall_mode: RecallMode = "summarized"
+
+
+class EngageInput(Input):
+    query: Query
+    include_insights: bool = False
+    include_learned_sources: bool = False
+    current_context: str | None = Field(None, max_length=4000)
+    goals: Annotated[list[Annotated[str, Field(max_length=500)]], Field(max_length=8)] | None = None
+    limit: Limit = 5
+    min_score: MinScore = 0.0
+    space_paths: SpacePaths | None = None
+    memory_types: MemoryTypes | None = None
+    graph_augmented: bool = False
+    recall_mode: RecallMode = "summarized"
+
+
+class RetrieveInput(Input):
+    project: Project = None
+    query: Query | None = None
+    keywords: Words | None = None
+    topics: Words | None = None
+    space_paths: SpacePaths | None = None
+    bundle_names: Annotated[list[Name], Field(max_length=16)] | None = None
+    memory_item_kind: Name = "conversation"
+    limit: Limit = 5
+    mode: str = Field("search", max_length=32)
+    include_revision_metadata: bool = True
+    memory_types: MemoryTypes | None = None
+
+
+class FulltextSearchInput(Input):
+    query: Query
+    context: SpacePath = ""
+    kind: Name = ""
+    include_deprecated: bool = False
+    include_revision_metadata: bool = False
+    include_artifact_metadata: bool = False
+    include_metadata: bool = False
+    limit: Limit = 20
+    auth_token: str = Field("", max_length=1024)
+
+
+OPERATIONS = (
+    Operation("kumiho_memory_engage", "Engage memory before responding",
+              "Check memory before answering: recall relevant memories and get a prompt-ready `context` string "
+              "plus `source_krefs` to pass to kumiho_memory_reflect afterwards.",
+              EngageInput, read_only=True, idempotent=True),
+    Operation("kumiho_memory_recall", "Recall memories",
+              "Semantic recall of long-term memories (hybrid vector + full-text search, time decay, diversity); "
+              "no context string, no buffering.",
+              RecallInput, read_only=True, idempotent=True),
+    Operation("kumiho_memory_retrieve", "Retrieve memories",
+              "Fuzzy/hybrid retrieval of memory items with modes search, latest and first, and bundle/name "
+              "fallbacks.",
+              RetrieveInput, read_only=True, idempotent=True),
+    Operation("kumiho_fulltext_search", "Full-text search",
+              'Typo-tolerant full-text search over items ("transprot" finds "transport"); `context` restricts to '
+              "a project/space path prefix.",
+              FulltextSearchInput, read_only=True, idempotent=True),
+)
