@@ -37,7 +37,7 @@ from appliance.inference.response_cache import with_response_cache
 from appliance.inference.selection import model_for_call
 from appliance.jobs import JobQueue
 from appliance.maintenance import Maintenance
-from appliance.mcp_api.server import build_server, handlers, session_manager
+from appliance.mcp_api.server import build_server, session_manager
 from appliance.memory.artifacts import sweep as sweep_artifacts
 from appliance.memory.cache import RecallCache
 from appliance.memory.model_tools import ModelOptions, Redact, patterns_only
@@ -52,6 +52,7 @@ from appliance.search.service import SearchService
 from appliance.search.sync import IndexSync
 from appliance.search.worker import IndexWorker
 from appliance.server.door import ASGIApp, DoorPolicy, bounded_body, front_door
+from appliance.services import Family, Parts, families, handlers
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,7 @@ class Services:
     working: WorkingMemory
     memory: MemoryService
     operator: OperatorTools
+    families: tuple[Family, ...]
     jobs: JobQueue
     model: ChatModel
     maintenance: Maintenance
@@ -112,11 +114,11 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
             maintenance: Maintenance | None = None
             try:
                 search = SearchService(index, embedder)
-                memory, operator = memory_tools(settings, data_dir, graph, search, worker, working, model, jobs)
-                maintenance = Maintenance(memory, jobs, settings.maintenance, settings.kumiho.default_project)
+                parts = service_parts(settings, data_dir, graph, search, worker, working, model, jobs)
+                maintenance = Maintenance(parts.memory, jobs, settings.maintenance, settings.kumiho.default_project)
                 maintenance.start()
-                yield Services(settings, data_dir, graph, index, search, worker, working, memory, operator, jobs,
-                               model, maintenance)
+                yield Services(settings, data_dir, graph, index, search, worker, working, parts.memory,
+                               parts.operator, tuple(families(parts)), jobs, model, maintenance)
             finally:
                 if maintenance is not None:
                     maintenance.stop()
@@ -129,9 +131,8 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
             graph.close()
 
 
-def memory_tools(settings: Settings, data_dir: DataDir, graph: GraphStore, search: SearchService,
-                 worker: IndexWorker, working: WorkingMemory, model: ChatModel, jobs: JobQueue
-                 ) -> tuple[MemoryService, OperatorTools]:
+def service_parts(settings: Settings, data_dir: DataDir, graph: GraphStore, search: SearchService,
+                  worker: IndexWorker, working: WorkingMemory, model: ChatModel, jobs: JobQueue) -> Parts:
     def now() -> datetime:
         return datetime.now(UTC)
 
@@ -153,7 +154,8 @@ def memory_tools(settings: Settings, data_dir: DataDir, graph: GraphStore, searc
                            model_for=lambda args: model_for_call(settings, model, args), clock=now)
     operator = OperatorTools(memory, min_relevance=settings.memory.min_relevance_score,
                              retrieval_limit=settings.kumiho.memory_retrieval_limit)
-    return memory, operator
+    return Parts(settings=settings, graph=graph, search=search, working=working, model=model, jobs=jobs,
+                 recaller=recaller, writer=writer, cache=cache, artifacts=artifacts, memory=memory, operator=operator)
 
 
 def pii_redactor(settings: Settings) -> Redact:
@@ -202,7 +204,7 @@ def build_app(services: Services) -> ASGIApp:
     or method too. Raises ConfigError when the token is unusable."""
     settings = services.settings
     mcp = session_manager(
-        build_server(handlers(services.memory, services.operator), settings.kumiho.default_project))
+        build_server(handlers(services.families), settings.kumiho.default_project))
 
     @asgi("/mcp", is_mount=True, copy_scope=True)
     async def mcp_endpoint(scope: Any, receive: Any, send: Any) -> None:

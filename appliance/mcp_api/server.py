@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -23,10 +22,10 @@ from appliance import __version__
 from appliance.core import redaction
 from appliance.errors import InvalidArgument, KumihoError
 from appliance.mcp_api.catalogue import tools
-from appliance.memory.operator import OperatorTools
-from appliance.memory.service import Client, MemoryService
+from appliance.memory.client import Client
 from appliance.operations.definition import Input, Operation
 from appliance.operations.validation import check_shape, parse
+from appliance.services import Handler
 
 log = logging.getLogger(__name__)
 
@@ -37,32 +36,6 @@ SESSION_HEADER = "x-kumiho-session"
 MAX_RETRIEVAL_LIMIT = 100  # the bound of the [kumiho] memory_retrieval_limit setting
 MAX_ERROR_MESSAGE = 500  # characters of an error message
 MAX_ERROR_FIELD = 200  # characters of the field path an error names
-
-Handler = Callable[[Any, Client], dict[str, Any]]  # (the operation's typed input, the caller) → its result
-
-
-def _legacy(method: Callable[[dict[str, Any], Client], dict[str, Any]]) -> Handler:
-    """A service method that still reads a plain dict of arguments (absent ones left out)."""
-    return lambda args, client: method(args.model_dump(exclude_none=True), client)
-
-
-def handlers(memory: MemoryService, operator: OperatorTools) -> dict[str, Handler]:
-    legacy = {
-        "kumiho_memory_engage": memory.engage, "kumiho_memory_reflect": memory.reflect,
-        "kumiho_memory_recall": memory.recall, "kumiho_memory_retrieve": memory.retrieve,
-        "kumiho_fulltext_search": memory.fulltext, "kumiho_memory_store": memory.store,
-        "kumiho_memory_ingest": memory.ingest, "kumiho_memory_add_response": memory.add_response,
-        "kumiho_memory_store_execution": memory.store_execution, "kumiho_memory_consolidate": memory.consolidate,
-        "kumiho_memory_discover_edges": memory.discover_edges, "kumiho_memory_dream_state": memory.dream_state,
-        "kumiho_resolve_kref": memory.resolve_kref, "kumiho_get_edges": memory.get_edges,
-        "kumiho_get_revision_by_tag": memory.get_revision_by_tag, "kumiho_deprecate_item": memory.deprecate_item,
-        "memory_engage": operator.engage, "memory_reflect": operator.reflect, "memory_retrieve": operator.retrieve,
-        "memory_search": operator.search, "memory_fulltext": operator.fulltext, "memory_get_item": operator.get_item,
-        "memory_resolve_kref": operator.resolve_kref, "memory_get_revision_by_tag": operator.get_revision_by_tag,
-        "memory_store": operator.store, "memory_graph": operator.graph,
-    }
-    return {name: _legacy(method) for name, method in legacy.items()}
-
 
 def _tool(op: Operation) -> types.Tool:
     return types.Tool(name=op.name, title=op.title, description=op.description, input_schema=op.input_schema,

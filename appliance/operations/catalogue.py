@@ -5,10 +5,21 @@ from __future__ import annotations
 
 from functools import cache
 
-from appliance.operations import graph, maintenance, operator, recall, sessions, writes
+from appliance.operations import (
+    code,
+    graph,
+    maintenance,
+    operator,
+    patterns,
+    provenance,
+    recall,
+    revisions,
+    sessions,
+    writes,
+)
 from appliance.operations.definition import Operation
 
-FAMILIES = (graph, recall, writes, sessions, maintenance, operator)
+FAMILIES = (graph, revisions, provenance, recall, writes, sessions, maintenance, code, patterns, operator)
 
 
 @cache
