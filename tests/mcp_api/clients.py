@@ -4,7 +4,10 @@ real subprocess), and a raw HTTP client that behaves like Revka's (old protocol 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -43,6 +46,15 @@ async def stdio_session(data_dir: Path, port: int, **env: str) -> AsyncIterator[
         async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
             yield session
+
+
+def stop_background_appliance(data_dir: Path) -> None:
+    """Stop the appliance a ``kumiho-ce mcp`` shim started in the background (it outlives the shim)."""
+    runtime = json.loads((data_dir / "server.json").read_text())
+    os.kill(int(runtime["pid"]), signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    while (data_dir / "server.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 async def call(session: ClientSession, tool: str, **arguments: Any) -> dict[str, Any]:

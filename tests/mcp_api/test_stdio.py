@@ -4,11 +4,8 @@ appliance (started in the background when none runs); many at once share one sto
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,15 +14,7 @@ import anyio
 import pytest
 
 from tests.appliance_process import ROOT, Running, cli_env, free_port, serve
-from tests.mcp_api.clients import call, http_session, stdio_session
-
-
-def stop_background_appliance(data_dir: Path) -> None:
-    runtime = json.loads((data_dir / "server.json").read_text())
-    os.kill(int(runtime["pid"]), signal.SIGTERM)
-    deadline = time.monotonic() + 30
-    while (data_dir / "server.json").exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
+from tests.mcp_api.clients import call, http_session, stdio_session, stop_background_appliance
 
 
 @pytest.fixture(scope="module")
