@@ -42,7 +42,7 @@ def canonical(value: Any) -> str:
 
 
 def digest(value: Any) -> str:
-    return hashlib.sha256(canonical(value).encode("utf-8")).hexdigest()
+    return hashlib.sha256(canonical(value).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def normalize_experience(record: dict[str, Any], field: str = "record") -> dict[str, Any]:

@@ -69,6 +69,9 @@ INSTRUCTIONS = (
     "between experiences, decisions, outcomes and goals; distinguish proposals from accepted decisions and "
     "unknown outcomes from success. A hypothesis needs applicability conditions, an alternative explanation and "
     "a verification step. Do not invent causal links or turn hypotheses into facts.")
+# the keys of a synthesis request, in the order ``synthesis_request`` writes them
+REQUEST_KEYS = ("schema_version", "status", "query", "current_context", "goals", "sources", "source_krefs",
+                "output_contract", "instructions", "budget", "snapshot_fingerprint")
 _PINNED = re.compile(r"kref://[^\s?#]+\?r=[1-9][0-9]*")
 _CITED = re.compile(r"kref://[^\s\"<>]+")
 
@@ -79,7 +82,7 @@ def _canonical(value: Any) -> str:
 
 def fingerprint(request: dict[str, Any]) -> str:
     return hashlib.sha256(_canonical({k: v for k, v in request.items() if k != "snapshot_fingerprint"})
-                          .encode("utf-8")).hexdigest()
+                          .encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def synthesis_request(query: str, memories: list[dict[str, Any]], *, current_context: str = "",
@@ -136,6 +139,9 @@ def validate(request: dict[str, Any], response: dict[str, Any]) -> dict[str, Any
     unsupported: set[str] = set()
     if len(_canonical(request)) > MAX_REQUEST_CHARS:
         errors.append(f"request: longer than {MAX_REQUEST_CHARS} characters")
+    missing = [key for key in REQUEST_KEYS if key not in request]
+    if missing:
+        errors.append(f"request: not a synthesis request (no {', '.join(missing)}); pass engage's synthesis_request")
     if request.get("schema_version") != SCHEMA_VERSION:
         errors.append(f"request.schema_version: must be {SCHEMA_VERSION}; pass engage's synthesis_request unchanged")
     if request.get("snapshot_fingerprint") != fingerprint(request):

@@ -205,12 +205,13 @@ def decode(metadata: dict[str, str]) -> dict[str, Any] | None:
     return found if found.get("candidate_id") == digest(body) else None
 
 
-def health(pattern_state: list[str], sources: dict[str, list[str] | None]) -> dict[str, Any]:
-    """A stored proposal's source health. ``sources``: each cited kref → the reasons it is stale (empty when
-    fresh), or None when it cannot be read within the checked spaces. Stale wins over unknown; applicability
+def health(pattern_kref: str, pattern_state: list[str], sources: dict[str, list[str] | None]) -> dict[str, Any]:
+    """A stored proposal's source health. ``pattern_state``: why the proposal itself is stale; ``sources``:
+    each cited kref → the reasons it is stale (empty when fresh), or None when it cannot be read within the
+    checked spaces. Stale wins over unknown; applicability
     to a new question is never claimed (``applicability: unknown``)."""
     stale = [{"kref": ref, "reason": reason} for ref, reasons in sources.items() for reason in reasons or ()]
-    stale += [{"kref": None, "reason": "pattern_" + reason} for reason in pattern_state]
+    stale += [{"kref": pattern_kref, "reason": "pattern_" + reason} for reason in pattern_state]
     missing = [ref for ref, reasons in sources.items() if reasons is None]
     status = "stale" if stale else "unknown" if missing else "reviewable"
     return {"status": status, "applicability": "unknown", "stale_sources": stale, "missing_source_krefs": missing,

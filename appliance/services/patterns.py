@@ -101,15 +101,17 @@ class PatternService:
         if not args.source_krefs:
             raise InvalidArgument("source_krefs: give 1-12 pinned experience or outcome revision krefs",
                                   field="source_krefs")
-        snapshots = []
-        for index, ref in enumerate(dict.fromkeys(args.source_krefs)):
+        snapshots: dict[str, dict[str, Any]] = {}
+        for index, ref in enumerate(args.source_krefs):
             field = f"source_krefs[{index}]"
+            if ref in snapshots:
+                continue
             experiences.pinned(ref, field)
             if not patterns.inside(ref, spaces):
                 raise InvalidArgument(f"{field}: {ref} lies outside space_paths; name its space there",
                                       field=field)
-            snapshots.append(self._snapshot(ref, field))
-        return patterns.prepare(spaces, snapshots)
+            snapshots[ref] = self._snapshot(ref, field)
+        return patterns.prepare(spaces, list(snapshots.values()))
 
     def store_pattern(self, args: StorePatternInput, client: Client) -> dict[str, Any]:
         candidate = patterns.validate_candidate(args.request, args.candidate)
@@ -168,7 +170,7 @@ class PatternService:
                     if patterns.inside(source, spaces) else None
             except NotFound:
                 sources[source] = None
-        report = patterns.health(self._stale(revision), sources)
+        report = patterns.health(ref, self._stale(revision), sources)
         return {**report, "pattern_kref": ref, "candidate_id": candidate["candidate_id"],
                 "kind": candidate["kind"], "title": candidate["title"], "space_paths": spaces}
 

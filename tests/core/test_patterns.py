@@ -122,12 +122,12 @@ def test_a_request_too_large_drops_sources_from_the_end_and_says_so() -> None:
 
 
 def test_health_prefers_stale_over_unknown_and_never_claims_applicability() -> None:
-    assert patterns.health([], {"a": [], "b": []})["status"] == "reviewable"
-    assert patterns.health([], {"a": [], "b": None})["status"] == "unknown"
-    report = patterns.health(["deprecated"], {"a": ["newer_revision"], "b": None})
+    assert patterns.health("p", [], {"a": [], "b": []})["status"] == "reviewable"
+    assert patterns.health("p", [], {"a": [], "b": None})["status"] == "unknown"
+    report = patterns.health("p", ["deprecated"], {"a": ["newer_revision"], "b": None})
     assert report["status"] == "stale" and report["applicability"] == "unknown"
     assert report["stale_sources"] == [{"kref": "a", "reason": "newer_revision"},
-                                       {"kref": None, "reason": "pattern_deprecated"}]
+                                       {"kref": "p", "reason": "pattern_deprecated"}]
     assert report["missing_source_krefs"] == ["b"]
 
 
@@ -151,6 +151,7 @@ def test_a_synthesis_request_is_bounded_pinned_and_fingerprinted() -> None:
     assert request["budget"]["source_chars"] <= insights.DEFAULT_SOURCE_CHARS
     assert len(request["query"]) == 2000 and len(request["goals"]) == 8
     assert request["snapshot_fingerprint"] == insights.fingerprint(request)
+    assert tuple(request) == insights.REQUEST_KEYS
     assert insights.synthesis_request("q", [])["status"] == "no_sources"
 
 

@@ -189,6 +189,53 @@ def test_a_recurring_pattern_needs_two_experiences_and_prepare_checks_its_source
     assert out["no_parent"]["error"]["field"] == "experience_kref"
 
 
+def test_snapshots_stay_out_of_recall_and_a_deprecated_source_makes_the_pattern_stale(app: InProcess) -> None:
+    async def steps(session: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        one = await call(session, "kumiho_memory_record_experience", space_path="zeppelins", record=experience(
+            "zeppelin", title="Zeppelin hangar lease renegotiation", decision="Renegotiate the zeppelin hangar lease"))
+        space = f"/{PROJECT}/zeppelins"
+        request = await call(session, "kumiho_memory_prepare_patterns", source_krefs=[one["revision_kref"]],
+                             space_paths=[space])
+        stored = await call(session, "kumiho_memory_store_pattern", request=request, space_path="zeppelins",
+                            candidate={"kind": "conditional_lesson", "title": "Renegotiate zeppelin leases early",
+                                       "hypothesis": "Early talks may lower the zeppelin hangar cost.",
+                                       "applicability_conditions": ["A lease ends within a year"],
+                                       "counterexamples": ["The landlord refused once"],
+                                       "source_krefs": [one["revision_kref"]]})
+        out["stored"] = stored
+        await call(session, "kumiho_memory_store", user_text="The zeppelin hangar lease ends in May.",
+                   title="Zeppelin hangar lease", space_path="zeppelins")
+        out["engage"] = await call(session, "kumiho_memory_engage", query="zeppelin hangar lease")
+        out["found"] = await call(session, "kumiho_fulltext_search", query="zeppelin hangar lease")
+        out["fresh"] = await call(session, "kumiho_memory_check_pattern", pattern_kref=stored["revision_kref"],
+                                  space_paths=[space])
+        await call(session, "kumiho_deprecate_item", item_kref=one["item_kref"])
+        out["stale"] = await call(session, "kumiho_memory_check_pattern", pattern_kref=stored["revision_kref"],
+                                  space_paths=[space])
+        out["found_after"] = await call(session, "kumiho_fulltext_search", query="zeppelin hangar lease")
+        await call(session, "kumiho_deprecate_item", item_kref=stored["item_kref"])
+        out["pattern_gone"] = await call(session, "kumiho_memory_check_pattern",
+                                         pattern_kref=stored["revision_kref"], space_paths=[space])
+        out["ids"] = (one["item_kref"], stored["item_kref"])
+        return out
+
+    out = run(app, steps)
+    experience_item, pattern_item = out["ids"]
+    assert out["stored"]["candidate"]["counterexample_status"] == "reported"
+    # snapshots and proposals are not memories engage hands to an agent; the stored memory is
+    assert [r["title"] for r in out["engage"]["results"]] == ["Zeppelin hangar lease"]
+    assert {experience_item, pattern_item} <= {r["item"]["kref"] for r in out["found"]["results"]}
+    assert out["fresh"]["status"] == "reviewable"
+    assert out["stale"]["status"] == "stale"
+    assert out["stale"]["stale_sources"] == [{"kref": out["stored"]["candidate"]["source_krefs"][0],
+                                              "reason": "deprecated"}]
+    after = {r["item"]["kref"] for r in out["found_after"]["results"]}
+    assert pattern_item in after and experience_item not in after
+    assert {"kref": out["stored"]["revision_kref"], "reason": "pattern_deprecated"} in \
+        out["pattern_gone"]["stale_sources"]
+
+
 def test_validate_insight_response_checks_citations_against_the_request(app: InProcess) -> None:
     memories = [{"kref": "kref://CognitiveMemory/decisions/grpc.conversation?r=2", "title": "Chose gRPC",
                  "summary": "We chose gRPC for the transport service.", "type": "decision",
