@@ -118,8 +118,8 @@ class PatternService:
         prepared = patterns.verified_sources(args.request)
         project = _one_project(args.request["space_paths"])
         space = storage_space(project, args.space_path)
-        for index, ref in enumerate(candidate["source_krefs"]):
-            field = f"candidate.source_krefs[{index}]"
+        for ref in candidate["source_krefs"]:
+            field = f"candidate.source_krefs[{args.candidate['source_krefs'].index(ref)}]"  # as the host sent it
             try:
                 current = self._snapshot(ref, field)
             except (NotFound, InvalidArgument):
