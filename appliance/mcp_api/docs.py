@@ -8,7 +8,13 @@ import json
 from typing import Any
 
 from appliance.config import DEFAULT_PORT, KumihoSettings, MemorySettings
+from appliance.core.experiences import MAX_RECORD_CHARS
+from appliance.core.insights import MAX_HYPOTHESES
 from appliance.core.names import MAX_PATTERN, MAX_SEGMENT, MAX_WILDCARDS
+from appliance.core.patterns import MAX_REQUEST_CHARS as PATTERN_REQUEST_CHARS
+from appliance.core.patterns import MAX_SOURCES as PATTERN_SOURCES
+from appliance.core.patterns import MAX_SPACES as PATTERN_SPACES
+from appliance.core.patterns import SNIPPET_CHARS
 from appliance.errors import AmbiguousKref, InvalidArgument, InvalidKref, KumihoError, NotFound, Unavailable
 from appliance.mcp_api.catalogue import tools
 from appliance.mcp_api.server import LIMIT_HEADER, PROJECT_HEADER, SESSION_HEADER
@@ -180,6 +186,49 @@ GROUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
      "answer (no paging).\n"
      "* `kumiho_deprecate_item` takes an item kref (no `?r=`): the item disappears from recall and search "
      "and comes back with `deprecated: false`."),
+    ("Experiences and patterns", ("kumiho_memory_record_experience", "kumiho_memory_record_outcome",
+                                  "kumiho_memory_prepare_patterns", "kumiho_memory_store_pattern",
+                                  "kumiho_memory_check_pattern", "kumiho_memory_validate_insight_response"),
+     "Keyless: your agent's own model extracts experiences and proposes patterns; the appliance stores and "
+     "checks them, calls no model for them, and never turns a snapshot or a proposal into a belief.\n\n"
+     "* `kumiho_memory_record_experience` stores the record as an item of kind `experience` (default space "
+     "`experiences` of the client's project; `space_path` as for the write tools), tagged `experience` and "
+     "`evidence:unverified`, not `published`, so recall and engage do not show it; its `source_krefs` (pinned "
+     "revisions `…?r=N` that must exist) become `DERIVED_FROM` edges. Texts are trimmed, list entries "
+     "de-duplicated, absent `origin`, `decision_state`, `outcome_status` and `acceptance` become `unknown`; an "
+     "observed outcome needs both `observed_outcome` and `observed_at` (ISO-8601 with its time zone, stored in "
+     f"UTC). The whole record is at most {MAX_RECORD_CHARS} characters, JSON-encoded. The answer is the write "
+     "result plus `record` (as stored, with `record_id` and `recorded_at`), `deduplication_key` (the "
+     "SHA-256 of the record) and `belief_promoted: false`. The same record again writes nothing and answers "
+     "`idempotent: true` with the first call's revision and record.\n"
+     "* `kumiho_memory_record_outcome` stores the outcome next to its experience (`experience_kref` must be a "
+     "revision `record_experience` returned), linked `DERIVED_FROM` to it and to its own `source_krefs`; "
+     "idempotent in the same way.\n"
+     f"* `kumiho_memory_prepare_patterns` reads 1–{PATTERN_SOURCES} pinned experience or outcome revisions, "
+     f"each inside one of 1–{PATTERN_SPACES} absolute `space_paths` (`/CognitiveMemory/experiences`), and "
+     "returns the pattern request: `sources` (snippets of at most "
+     f"{SNIPPET_CHARS} characters, lineage, and `source_state`: deprecated, superseded, newer_revision), "
+     "`source_krefs`, `limits`, `output_contract`, `host_instruction` and `snapshot_id` (a SHA-256 over the "
+     f"whole request). A request longer than {PATTERN_REQUEST_CHARS} characters drops sources from the end "
+     "(`omitted_source_krefs`, `truncated: true`). Nothing is written.\n"
+     "* `kumiho_memory_store_pattern` refuses a request that was changed (`request.snapshot_id`), a candidate "
+     "citing a kref that is not among the request's sources (`candidate.source_krefs[i]`), a bound not kept "
+     "(the `output_contract`), a `recurring_pattern` with fewer than two distinct experiences, and — as "
+     "`conflict` — a cited source that changed or became stale since the request (prepare again). It then "
+     "stores the proposal as kind `pattern_candidate` in `space_path` of the sources' project, tagged "
+     "`pattern-candidate`, `inferred`, `proposal`, `evidence:unverified`, linked `DERIVED_FROM` to every cited "
+     "source, and answers the write result plus `status: \"stored_proposal\"`, `candidate` (with its "
+     "`candidate_id`), `lineage_status` and `idempotent` (the same candidate again writes nothing).\n"
+     "* `kumiho_memory_check_pattern` answers `status`: `stale` (a cited source, or the proposal itself, was "
+     "deprecated, superseded or got a newer revision: `stale_sources` say which and why), `unknown` (a source "
+     "cannot be read inside `space_paths`: `missing_source_krefs`) or `reviewable`; `applicability` is always "
+     "`unknown`: only the sources' health is checked.\n"
+     "* `kumiho_memory_validate_insight_response` checks an answer against engage's `synthesis_request`: the "
+     "request unchanged (`snapshot_fingerprint`), `mode` (`hypothesis`, `direct`, `clarify`), a non-empty "
+     f"`answer`, 1–{MAX_HYPOTHESES} complete hypotheses in hypothesis mode (none otherwise), and every kref "
+     "it cites, in its lists or its text, among the request's sources. It answers `{valid, errors, "
+     "unsupported_source_krefs, validation_scope: \"structural_only\", semantic_support_verified: false}`: "
+     "a problem in the answer is a report, not a tool error."),
     ("Operator tools", ("memory_engage", "memory_reflect", "memory_retrieve", "memory_search", "memory_fulltext",
                         "memory_get_item", "memory_resolve_kref", "memory_get_revision_by_tag", "memory_store",
                         "memory_graph"),

@@ -92,8 +92,17 @@ def _path(parts: Any) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts).lstrip(".")[:200]
 
 
+def _unexpected(error: SchemaError) -> str:
+    """The first key a closed object (``additionalProperties: false``) does not accept."""
+    known = error.schema.get("properties", {}) if isinstance(error.schema, dict) else {}
+    return next((str(k) for k in sorted(error.instance, key=str) if k not in known), "") \
+        if isinstance(error.instance, dict) else ""
+
+
 def _field(error: SchemaError) -> str:
     path = _path(error.absolute_path)
+    if error.validator == "additionalProperties" and error.validator_value is False and _unexpected(error):
+        return f"{path}.{_unexpected(error)}".lstrip(".")[:200]
     if error.validator == "required":
         missing = error.message.split("'")[1] if "'" in error.message else ""
         return f"{path}.{missing}".lstrip(".") if missing else path or "arguments"
@@ -106,6 +115,9 @@ def _message(error: SchemaError) -> str:
     schema = error.schema if isinstance(error.schema, dict) else {}
     if error.validator == "required":
         return f"{field}: this field is required"
+    if error.validator == "additionalProperties" and bound is False:
+        accepted = ", ".join(schema.get("properties", {}))
+        return f"{field}: not accepted here; leave it out (accepted: {accepted})"
     if error.validator == "type":
         expected = " or ".join(bound) if isinstance(bound, list) else bound
         return f"{field}: expected {expected}, got {type(value).__name__} {_preview(value)}"

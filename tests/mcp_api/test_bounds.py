@@ -57,7 +57,7 @@ def _unbounded(schema: dict[str, Any], path: str) -> list[str]:
             missing.append(f"{path}: maxItems")
         if {"integer", "number"} & set(kinds) and not {"minimum", "maximum"} <= set(schema):
             missing.append(f"{path}: minimum/maximum")
-        if "object" in kinds and "maxProperties" not in schema:
+        if "object" in kinds and "maxProperties" not in schema and schema.get("additionalProperties") is not False:
             missing.append(f"{path}: maxProperties")
     for key, child in schema.get("properties", {}).items():
         missing += _unbounded(child, f"{path}.{key}")
