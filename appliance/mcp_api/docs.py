@@ -15,7 +15,6 @@ from appliance.mcp_api.server import LIMIT_HEADER, PROJECT_HEADER, SESSION_HEADE
 from appliance.memory.cache import WINDOW_SECONDS
 from appliance.memory.model_tools import NO_MODEL
 from appliance.memory.operator import GRAPH_MAX
-from appliance.memory.service import CAPTURE_TYPES, CONSOLIDATE_AFTER, MAX_METADATA_VALUE, MAX_SUMMARY_OBJECT
 from appliance.memory.working import MAX_MESSAGE_BYTES
 from appliance.memory.writer import (
     MAX_EDGES_PER_WRITE,
@@ -27,7 +26,10 @@ from appliance.memory.writer import (
     SUMMARY_LIMIT,
 )
 from appliance.operations.definition import Operation
+from appliance.operations.sessions import MAX_SUMMARY_OBJECT
 from appliance.operations.validation import MAX_DEPTH, largest_request
+from appliance.services.sessions import CONSOLIDATE_AFTER
+from appliance.services.writes import CAPTURE_TYPES, MAX_METADATA_VALUE
 
 COMMAND = "python -m appliance.mcp_api.docs > docs/mcp-tools.md"
 MCP_URL = f"http://127.0.0.1:{DEFAULT_PORT}/mcp"
