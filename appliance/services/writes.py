@@ -92,12 +92,13 @@ class WriteService:
             raise NotFound(f"policy_kref: {policy_kref[:200]} has no revision; name a policy item or revision",
                            field="policy_kref")
         try:
-            policy = json.loads(revision.metadata.get("policy") or "{}")
+            policy = json.loads(revision.metadata.get("policy") or "null")
         except ValueError:
             policy = None
         if not isinstance(policy, dict):
-            raise InvalidArgument("policy_kref: the revision's 'policy' metadata is not a JSON object; fix the "
-                                  "policy or omit policy_kref", field="policy_kref")
+            raise InvalidArgument(f"policy_kref: {revision.kref} holds no policy (its 'policy' metadata must be a "
+                                  "JSON object with memory_item_kind, memory_kinds or space_root); name a policy "
+                                  "revision or omit policy_kref", field="policy_kref")
         kinds = policy.get("memory_kinds")
         return _Policy(
             kind=str(policy.get("memory_item_kind") or ""),
