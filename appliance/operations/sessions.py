@@ -7,9 +7,11 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, WithJsonSchema
 
 from appliance.operations.definition import Input, Operation
-from appliance.operations.fields import Context, Project, SessionId, UserId
+from appliance.operations.fields import Context, SessionId, UserId
 
 Message = Annotated[str, Field(max_length=65536)]
+# The chat tools' buffer project: absent, the client's (Kumiho's schema gives these no default)
+ChatProject = Annotated[str | None, Field(max_length=128)]
 EvidenceLevel = Literal["official", "corroborated", "single_source", "unverified"]
 MAX_SUMMARY_OBJECT = 65536  # characters of an agent-written summary object, JSON-encoded
 # An agent-written summary: its text, or the summariser's object ({title, summary, classification, …}).
@@ -46,7 +48,7 @@ class ConsolidateInput(Input):
 
 
 class ChatAddInput(Input):
-    project: Project = None
+    project: ChatProject = None
     session_id: SessionId | None = None
     message: Message
     role: Literal["user", "assistant"] = "user"
@@ -55,7 +57,7 @@ class ChatAddInput(Input):
 
 
 class ChatGetInput(Input):
-    project: Project = None
+    project: ChatProject = None
     session_id: SessionId | None = None
     limit: int = Field(50, ge=1, le=1000)
     user_id: UserId | None = None
@@ -63,7 +65,7 @@ class ChatGetInput(Input):
 
 
 class ChatClearInput(Input):
-    project: Project = None
+    project: ChatProject = None
     session_id: SessionId | None = None
     user_id: UserId | None = None
     context: Context | None = None
