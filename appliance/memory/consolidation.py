@@ -149,7 +149,7 @@ def summary_shape(summary: Any) -> dict[str, Any]:
         kind = "summary"
     classification = summary.get("classification") or {}
     topics = [str(t) for t in classification.get("topics") or []] if isinstance(classification, dict) else []
-    knowledge = summary.get("knowledge") if isinstance(summary.get("knowledge"), dict) else {}
+    knowledge: dict[str, Any] = summary["knowledge"] if isinstance(summary.get("knowledge"), dict) else {}
     metadata = records.metadata_values({
         "topics": topics or None,
         "entities": (classification.get("entities") if isinstance(classification, dict) else None) or None,

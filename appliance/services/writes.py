@@ -218,9 +218,8 @@ def _capture_draft(index: int, capture: CaptureInput, space_path: str | None, pr
             metadata["event_date"] = capture.event_date
         else:
             bad_date = capture.event_date
-    for key, value in (("origin", capture.origin), ("decision_state", capture.decision_state)):
-        if value and value != "unknown":
-            metadata[key] = value
+    stated: dict[str, str | None] = {"origin": capture.origin, "decision_state": capture.decision_state}
+    metadata.update({key: value for key, value in stated.items() if value and value != "unknown"})
     space_hint = capture.space_hint or space_path
     if capture.revises:
         krefs.parse(capture.revises, f"{where}.revises")
