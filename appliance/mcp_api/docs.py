@@ -28,7 +28,7 @@ from appliance.memory.writer import (
 from appliance.operations.definition import Operation
 from appliance.operations.sessions import MAX_SUMMARY_OBJECT
 from appliance.operations.validation import MAX_DEPTH, largest_request
-from appliance.services.sessions import CONSOLIDATE_AFTER
+from appliance.services.sessions import CONSOLIDATE_AFTER, INGEST_SHOWN
 from appliance.services.writes import CAPTURE_TYPES, MAX_METADATA_VALUE
 
 COMMAND = "python -m appliance.mcp_api.docs > docs/mcp-tools.md"
@@ -135,7 +135,8 @@ GROUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
      "and `session_id_source` (`argument`, `host-env`, `active-pointer`, `generated`): reuse the reported "
      "id, never invent one. A blank `session_id` is an error. Buffers survive restarts.\n"
      f"* `kumiho_memory_ingest` answers `should_consolidate: true` once the session holds {CONSOLIDATE_AFTER} "
-     "or more messages.\n"
+     f"or more messages; it shows at most {INGEST_SHOWN} buffered messages and 100 recalled memories (a larger "
+     f"`working_memory_limit` or `recall_limit` is treated as {INGEST_SHOWN}).\n"
      "* `kumiho_chat_add`, `kumiho_chat_get` and `kumiho_chat_clear` work on the same buffers, per project "
      "(`project`, else the client's). `kumiho_chat_add` answers the message's `message_id` "
      "(`<session_id>:<n>`, counting every message the session ever held: an id is never reused, not even "

@@ -24,8 +24,8 @@ class IngestInput(Input):
     message: Message
     context: Context = "personal"
     session_id: SessionId | None = None
-    working_memory_limit: int = Field(10, ge=1, le=100)
-    recall_limit: int = Field(5, ge=1, le=100)
+    working_memory_limit: int = Field(10, ge=1, le=1000)  # more than 100 is treated as 100, as recall's limit
+    recall_limit: int = Field(5, ge=1, le=1000)
     evidence_level: EvidenceLevel | None = None
     source: str | None = Field(None, max_length=1024)
 

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from appliance.services import Handler
 
 CONSOLIDATE_AFTER = 50  # buffered messages before ingest says should_consolidate
+INGEST_SHOWN = 100  # at most this many buffered messages in ingest's answer (as recall's 100 results)
 
 # (query, limit, project, client) → recalled memories. TODO(lead): RecallService's typed recall once it lands.
 Recall = Callable[[str, int, str, Client], list[dict[str, Any]]]
@@ -63,7 +64,7 @@ class SessionService:
                 if args.source:
                     meta["source"] = args.source
                 self.working.set_metadata(project, session_id, meta)
-        buffered = self.working.messages(project, session_id, limit=args.working_memory_limit)
+        buffered = self.working.messages(project, session_id, limit=min(args.working_memory_limit, INGEST_SHOWN))
         recalled = self.recall(message, args.recall_limit, project, client) if message.strip() else []
         if recalled:
             remember_recalled(self.working, project, session_id, [r["kref"] for r in recalled])
