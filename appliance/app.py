@@ -40,6 +40,7 @@ from appliance.maintenance import Maintenance
 from appliance.mcp_api.server import build_server, session_manager
 from appliance.memory.artifacts import sweep as sweep_artifacts
 from appliance.memory.cache import RecallCache
+from appliance.memory.consolidation import Consolidator
 from appliance.memory.model_tools import ModelOptions, Redact, patterns_only
 from appliance.memory.operator import OperatorTools
 from appliance.memory.recall import Recaller
@@ -115,7 +116,8 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
             try:
                 search = SearchService(index, embedder)
                 parts = service_parts(settings, data_dir, graph, search, worker, working, model, jobs)
-                maintenance = Maintenance(parts.memory, jobs, settings.maintenance, settings.kumiho.default_project)
+                maintenance = Maintenance(parts.memory, jobs, settings.maintenance, settings.kumiho.default_project,
+                                          consolidator=parts.consolidator)
                 maintenance.start()
                 yield Services(settings, data_dir, graph, index, search, worker, working, parts.memory,
                                parts.operator, tuple(families(parts)), jobs, model, maintenance)
@@ -149,13 +151,17 @@ def service_parts(settings: Settings, data_dir: DataDir, graph: GraphStore, sear
                            call_timeout=max(conf.request_timeout_seconds, 300.0),
                            keep_raw_transcripts=settings.maintenance.keep_raw_transcripts,
                            dream_min_age_days=settings.maintenance.dream_state_min_age_days)
+    redact = pii_redactor(settings)
     memory = MemoryService(graph, recaller, writer, working, cache=cache, model=model, jobs=jobs,
-                           redact_pii=pii_redactor(settings), artifact_root=artifacts, options=options,
+                           redact_pii=redact, artifact_root=artifacts, options=options,
                            model_for=lambda args: model_for_call(settings, model, args), clock=now)
     operator = OperatorTools(memory, min_relevance=settings.memory.min_relevance_score,
                              retrieval_limit=settings.kumiho.memory_retrieval_limit)
+    consolidator = Consolidator(working, writer, model, redact, patterns_only, call_timeout=options.call_timeout,
+                                keep_raw_transcripts=options.keep_raw_transcripts)
     return Parts(settings=settings, graph=graph, search=search, working=working, model=model, jobs=jobs,
-                 recaller=recaller, writer=writer, cache=cache, artifacts=artifacts, memory=memory, operator=operator)
+                 recaller=recaller, writer=writer, cache=cache, artifacts=artifacts, memory=memory, operator=operator,
+                 consolidator=consolidator)
 
 
 def pii_redactor(settings: Settings) -> Redact:

@@ -16,6 +16,7 @@ from typing import Any
 
 from appliance.config import MaintenanceSettings
 from appliance.jobs import Job, JobQueue
+from appliance.memory.consolidation import Consolidator
 from appliance.memory.service import MemoryService
 
 log = logging.getLogger(__name__)
@@ -33,8 +34,10 @@ def next_daily(at: str, now: datetime) -> datetime | None:
 
 class Maintenance:
     def __init__(self, memory: MemoryService, jobs: JobQueue, settings: MaintenanceSettings, project: str, *,
-                 clock: Callable[[], datetime] = lambda: datetime.now().astimezone(), interval: float = 30.0) -> None:
+                 consolidator: Consolidator, clock: Callable[[], datetime] = lambda: datetime.now().astimezone(),
+                 interval: float = 30.0) -> None:
         self.memory, self.jobs, self.settings, self.project = memory, jobs, settings, project
+        self.consolidator = consolidator  # the same pipeline as kumiho_memory_consolidate
         self._clock, self.interval = clock, interval
         self.next_dream = next_daily(settings.dream_state_time, clock())
         self._last: dict[str, Job] = {}  # session key -> its latest consolidation job
@@ -82,7 +85,7 @@ class Maintenance:
         if not minutes:
             return []
         queued = []
-        for session in self.memory.working.idle_sessions(minutes * 60):
+        for session in self.consolidator.working.idle_sessions(minutes * 60):
             key = f"consolidate:{session.project}:{session.session_id}"
             if not self._due(key, now):
                 continue
@@ -107,4 +110,4 @@ class Maintenance:
         return retry is None or now >= retry[1]
 
     def _consolidate(self, project: str, session_id: str) -> Callable[[Job], Any]:
-        return lambda job: self.memory.consolidate_session(project, session_id, job=job)
+        return lambda job: self.consolidator.run(project, session_id, job=job)

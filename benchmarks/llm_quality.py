@@ -42,6 +42,8 @@ from appliance.memory.client import Client
 from appliance.memory.dream import DreamParams, assess
 from appliance.memory.edges import implication_queries
 from appliance.memory.model_tools import patterns_only
+from appliance.operations.sessions import AddResponseInput, ConsolidateInput, IngestInput
+from appliance.services import handlers
 from benchmarks.llm_bench import open_model, rss_mb
 
 SAMPLES = Path(__file__).with_name("data") / "llm_samples.json"
@@ -58,21 +60,24 @@ def appliance_consolidate(model: LlamaModel, session: dict[str, Any]) -> dict[st
         settings = load_settings(data_dir=Path(tmp), maintenance={"idle_consolidation_minutes": 0,
                                                                   "dream_state_time": ""})
         with open_services(settings, chat_model=model) as services:
-            memory, client = services.memory, Client()
+            tools, client = handlers(services.families), Client()
             sid = "bench-session"
             started = time.perf_counter()
             for message in session["messages"]:
                 if message["role"] == "user":
-                    memory.ingest({"user_id": "bench", "session_id": sid, "message": message["content"]}, client)
+                    tools["kumiho_memory_ingest"](
+                        IngestInput(user_id="bench", session_id=sid, message=message["content"]), client)
                 else:
-                    memory.add_response({"session_id": sid, "response": message["content"]}, client)
+                    tools["kumiho_memory_add_response"](
+                        AddResponseInput(session_id=sid, response=message["content"]), client)
             buffered = time.perf_counter() - started
             started = time.perf_counter()
             model.load(timeout=600)  # what a running appliance has done already (sha256 check included)
-            memory.redact_pii(["Warm-up for Maria Lopez"])  # spaCy loads on the first consolidation
+            # spaCy loads on the first consolidation
+            services.maintenance.consolidator.redact_pii(["Warm-up for Maria Lopez"])
             loading = time.perf_counter() - started
             started = time.perf_counter()
-            result = memory.consolidate({"session_id": sid}, client)
+            result = tools["kumiho_memory_consolidate"](ConsolidateInput(session_id=sid), client)
             seconds = time.perf_counter() - started
     return {"messages": len(session["messages"]), "buffering_seconds": round(buffered, 2),
             "model_and_spacy_load_seconds": round(loading, 2),

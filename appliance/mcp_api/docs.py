@@ -21,7 +21,6 @@ from appliance.mcp_api.server import LIMIT_HEADER, PROJECT_HEADER, SESSION_HEADE
 from appliance.memory.cache import WINDOW_SECONDS
 from appliance.memory.model_tools import NO_MODEL
 from appliance.memory.operator import GRAPH_MAX
-from appliance.memory.service import CAPTURE_TYPES, CONSOLIDATE_AFTER, MAX_METADATA_VALUE, MAX_SUMMARY_OBJECT
 from appliance.memory.working import MAX_MESSAGE_BYTES
 from appliance.memory.writer import (
     MAX_EDGES_PER_WRITE,
@@ -33,7 +32,10 @@ from appliance.memory.writer import (
     SUMMARY_LIMIT,
 )
 from appliance.operations.definition import Operation
+from appliance.operations.sessions import MAX_SUMMARY_OBJECT
 from appliance.operations.validation import MAX_DEPTH, largest_request
+from appliance.services.sessions import CONSOLIDATE_AFTER, INGEST_SHOWN
+from appliance.services.writes import CAPTURE_TYPES, MAX_METADATA_VALUE
 
 COMMAND = "python -m appliance.mcp_api.docs > docs/mcp-tools.md"
 MCP_URL = f"http://127.0.0.1:{DEFAULT_PORT}/mcp"
@@ -106,27 +108,51 @@ GROUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
      "under the data directory (unless `artifact_location` points elsewhere).\n"
      "* `source_revision_krefs` / `source_krefs` become `DERIVED_FROM` edges (store: `edge_type`); a source "
      "that does not exist is listed in `edges_skipped` instead of failing the write.\n"
+     "* `policy_kref` (store) names a memory policy: a revision (or an item: its `published`, else latest "
+     "revision) whose `policy` metadata is a JSON object. Its `space_root` is put in front of the memory's "
+     "space, its `memory_item_kind` is the kind when the call names none, a kind outside its `memory_kinds` "
+     "is stored with a `warnings` entry, and the policy revision's `schema` metadata becomes the memory's. A "
+     "policy_kref that does not exist or holds no such object is an error naming `policy_kref`.\n"
      "* `kumiho_memory_reflect` buffers `response` in the session's working memory, then writes every "
      "capture in one transaction: all or none. A capture stacks only when it names a space (`space_hint`, "
      "or the call's `space_path`). Capture types: "
      + ", ".join(f"`{t}`" for t in CAPTURE_TYPES)
-     + "; any other lowercase word is stored as given (D7). `revises` (a kref) makes the capture the next "
+     + "; any other lowercase word is stored as given. `revises` (a kref) makes the capture the next "
      "revision of that item, linked `SUPERSEDES` to the previous one, which is marked superseded. An "
      "`event_date` that is not `YYYY`, `YYYY-MM` or `YYYY-MM-DD` is dropped and listed in "
          "`dropped_event_dates`. With `discover_edges` (default true) every stored capture gets edge discovery "
-     "in the background (D12): the answer says `edge_discovery: \"queued\"` with `edge_discovery_job` (its "
+     "in the background: the answer says `edge_discovery: \"queued\"` with `edge_discovery_job` (its "
      "progress at `GET /api/jobs/<id>`), `edges_discovered` counts what exists already (usually 0). Without a "
      f'model: `edge_discovery: "skipped: {NO_MODEL} (…)"`.\n'
+     "* **Retrying a reflect**: with an `idempotency_prefix` (one per turn, for example the turn's id), each "
+     "capture's memory is marked `idempotency_key: <prefix>:<capture index>` and the buffered response with the "
+     "prefix. A reflect repeated with the same prefix — after a timeout, a lost answer or a restart of the "
+     "appliance — writes nothing again: it answers the first call's `stored_krefs` and `capture_results` "
+     "(marked `replayed: true`; `replayed_captures` counts them) and does not buffer the response twice. A "
+     "capture index the first call did not have is written. Looking the marks up reads the project's memories "
+     "(tens of milliseconds per 10,000), so reflects without a prefix do not pay for it.\n"
      f"* {_REDACTION}"),
-    ("Working memory and sessions", ("kumiho_memory_ingest", "kumiho_memory_add_response",
-                                     "kumiho_memory_consolidate", "kumiho_memory_store_execution"),
+    ("Working memory and sessions", ("kumiho_memory_ingest", "kumiho_memory_add_response", "kumiho_chat_add",
+                                     "kumiho_chat_get", "kumiho_chat_clear", "kumiho_memory_consolidate",
+                                     "kumiho_memory_store_execution"),
      "* Session identity, in order: an explicit `session_id`; without `user_id`, the host's session "
      "(`KUMIHO_SESSION_ID` of the `kumiho-ce mcp` process, D10); with `user_id`, the active session of "
      "(`context`, `user_id`), else a new `<context>:user-<hash>:<YYYYMMDD>:<seq>`. Results echo `session_id` "
      "and `session_id_source` (`argument`, `host-env`, `active-pointer`, `generated`): reuse the reported "
      "id, never invent one. A blank `session_id` is an error. Buffers survive restarts.\n"
      f"* `kumiho_memory_ingest` answers `should_consolidate: true` once the session holds {CONSOLIDATE_AFTER} "
-     "or more messages.\n"
+     f"or more messages; it shows at most {INGEST_SHOWN} buffered messages and 100 recalled memories (a larger "
+     f"`working_memory_limit` or `recall_limit` is treated as {INGEST_SHOWN}).\n"
+     "* `kumiho_chat_add`, `kumiho_chat_get` and `kumiho_chat_clear` work on the same buffers, per project "
+     "(`project`, else the client's). `kumiho_chat_add` answers the message's `message_id` "
+     "(`<session_id>:<n>`, counting every message the session ever held: an id is never reused, not even "
+     "after a clear). `kumiho_chat_get` returns the last `limit` messages, oldest first, with `message_count`; "
+     "`ttl_remaining` is always null, because buffers do not expire: they survive restarts and stay until "
+     "consolidated or cleared (a full session refuses further messages until then). `kumiho_chat_clear` drops "
+     "the messages and the session's metadata without storing anything and answers `cleared_count` (0 the "
+     "second time). Reading or clearing by `user_id` needs the user's active session (one that buffered a "
+     "message in the last 24 hours); without one the answer is a `not_found` error naming `user_id`, and no "
+     "session is created.\n"
      "* `kumiho_memory_consolidate` stores an agent-written `summary` (text, or an object with `title`, "
      "`summary`, `type`, `classification`, `events`, `knowledge`, `implications`) without any model, writes "
      "the buffer's transcript — credential- and PII-redacted — as the memory's `conversation` artifact, and "
@@ -135,7 +161,9 @@ GROUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
      "session (title, summary, topics, facts, decisions, dated events, implications; the stored text "
      "appends `Key events`, `Key facts`, "
      "`Decisions`, `Future relevance`), tags it `summarized` and `published`, links it `REFERENCED` to what "
-     "the session recalled (ingest) or cited (reflect's `source_krefs`) and reports `summarized_by`. The "
+     "the session recalled (ingest) or cited (reflect's `source_krefs`) and reports `summarized_by`. "
+     "`implications` (future situations in which the memory matters) are stored under `Future relevance` when "
+     "the summary brings none; `evidence_level` and `source` replace what ingest recorded for the session. The "
      "model reads no structured PII (emails, phones, … replaced); the transcript artifact is also name-"
      "redacted (`[person]`) unless `[maintenance] keep_raw_transcripts`. A model failure is a tool error "
      "with the cause's code (`model_timeout`, `model_output_invalid`, …) and keeps the buffer; a run longer "

@@ -35,9 +35,6 @@ class OperatorTools:
                 "count": result["count"], "limit": limit, "min_score": floor,
                 **({"graph_augmented": result["graph_augmented"]} if "graph_augmented" in result else {})}
 
-    def reflect(self, args: dict[str, Any], client: Client) -> dict[str, Any]:
-        return self.memory.reflect(args, client)
-
     def retrieve(self, args: dict[str, Any], client: Client) -> dict[str, Any]:
         return self.memory.retrieve(args, client)
 
@@ -62,11 +59,6 @@ class OperatorTools:
 
     def get_revision_by_tag(self, args: dict[str, Any], client: Client) -> dict[str, Any]:
         return self.memory.get_revision_by_tag(args, client)
-
-    def store(self, args: dict[str, Any], client: Client) -> dict[str, Any]:
-        if not isinstance(args.get("title"), str) or not args["title"].strip():
-            raise InvalidArgument("title: give the memory a title", field="title")
-        return self.memory.store(args, client, operator=True)
 
     def graph(self, args: dict[str, Any], client: Client) -> dict[str, Any]:
         """``{nodes, edges, spaces, stats}`` for a force-directed view (MISSION §6 gives the shape)."""

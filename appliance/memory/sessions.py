@@ -8,6 +8,7 @@ or else a newly minted ``<context>:user-<hash>:<YYYYMMDD>:<seq>`` that concurren
 from __future__ import annotations
 
 import hashlib
+import json
 from datetime import UTC
 
 from appliance.errors import Conflict, InvalidArgument
@@ -65,3 +66,21 @@ def after_consolidation(wm: WorkingMemory, session_id: str, host_session_id: str
         # Two racing calls may bump twice and skip a :c<n>; either way the next bucket is fresh.
         wm.bump_generation(host_session_id)
     wm.clear_pointers_to(session_id)
+
+
+RECALLED_KEPT = 20  # krefs a session remembers having recalled or cited (its summary links to them)
+
+
+def recalled(wm: WorkingMemory, project: str, session_id: str) -> list[str]:
+    """What the session recalled (ingest) or cited (reflect's ``source_krefs``), newest first."""
+    try:
+        value = json.loads(wm.metadata(project, session_id).get("recalled") or "[]")
+    except ValueError:
+        return []
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
+def remember_recalled(wm: WorkingMemory, project: str, session_id: str, found: list[str]) -> None:
+    """Add ``found`` to what the session recalled, so its summary can link to it (newest first, bounded)."""
+    merged = list(dict.fromkeys([*found, *recalled(wm, project, session_id)]))[:RECALLED_KEPT]
+    wm.set_metadata(project, session_id, {"recalled": json.dumps(merged)})

@@ -79,6 +79,11 @@ def project_of(args: dict[str, Any], client: Client) -> str:
                               "project; fix it or pass a valid 'project' argument)", field="project") from None
 
 
+def call_project(project: str | None, client: Client) -> str:
+    """``project_of`` for a typed input: the ``project`` argument when given, else the client's default."""
+    return project_of({"project": project} if project else {}, client)
+
+
 def scopes(project: str, space_paths: list[str] | None) -> tuple[str, ...]:
     """The normalised, de-duplicated spaces a call names (empty: the whole project)."""
     return tuple(dict.fromkeys(scope(project, s) for s in space_paths or []))

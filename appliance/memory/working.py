@@ -235,6 +235,13 @@ class WorkingMemory:
         return [Message(f"{session_id}:{n}", role, content, ts, json.loads(meta))
                 for n, role, content, ts, meta in rows]
 
+    def find_message(self, project: str, session_id: str, key: str, value: str) -> str | None:
+        """The id of the session's buffered message whose metadata ``key`` is ``value`` (reflect's
+        idempotency mark), or None."""
+        rows = self._query("SELECT n FROM messages WHERE project = ? AND session_id = ? "
+                           "AND json_extract(metadata, '$.' || ?) = ? LIMIT 1", (project, session_id, key, value))
+        return f"{session_id}:{rows[0][0]}" if rows else None
+
     def count(self, project: str, session_id: str) -> int:
         rows = self._query("SELECT message_count FROM sessions WHERE project = ? AND session_id = ?",
                            (project, session_id))

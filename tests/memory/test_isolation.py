@@ -58,10 +58,11 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[InProcess,
                       mcp(app, "memory_store", {"title": f"Operator {TOPIC} {marker}", "user_text": text,
                                                 "space_path": "garden", "stack_revisions": False, **args},
                           header)["revision_kref"]]
+            # reflect has no project argument (as Kumiho's): its project is the client's, here by header
             reflected = mcp(app, "kumiho_memory_reflect", {
                 "session_id": "shared-session", "response": f"Noted {marker}", "discover_edges": False,
                 "captures": [{"type": "fact", "title": f"Captured {TOPIC} {marker}", "content": text,
-                              "space_hint": "garden"}], **args}, header)
+                              "space_hint": "garden"}]}, project)
             stored += reflected["stored_krefs"]
             held[project] = stored
         yield app, script, held
