@@ -26,12 +26,13 @@ from appliance.admin_api.health import HealthController
 from appliance.admin_api.jobs import JobsController
 from appliance.admin_api.search import SearchController
 from appliance.config import Settings
+from appliance.core.ports import ChatModel, Embedder
 from appliance.datadir import DataDir
 from appliance.errors import ConfigError
 from appliance.graph import GraphStore
-from appliance.inference.chat import ChatModel
-from appliance.inference.embedding import Embedder, HashingEmbedder, OnnxEmbedder, default_embedder
-from appliance.inference.llm import chat_model_from_settings
+from appliance.inference.embedding import HashingEmbedder, OnnxEmbedder, default_embedder
+from appliance.inference.factory import chat_model as configured_model
+from appliance.inference.install import models_dir
 from appliance.inference.models import verified
 from appliance.inference.response_cache import with_response_cache
 from appliance.inference.selection import model_for_call
@@ -106,7 +107,8 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
                                  rebuilding=moved, optimize_every=settings.search.compact_every_rows)
             worker.start()
             working = WorkingMemory.open(data_dir.root / "working")
-            model = chat_model or with_response_cache(settings, chat_model_from_settings(settings))
+            model = chat_model or with_response_cache(
+                settings, configured_model(settings.inference, models_dir(settings)))
             jobs = JobQueue()
             jobs.start()
             maintenance: Maintenance | None = None

@@ -8,7 +8,7 @@ from litestar import Controller, get, post
 from litestar.datastructures import State
 from litestar.params import FromPath, FromQuery
 
-from appliance.inference.chat import model_status
+from appliance.core.ports import model_status
 
 
 class JobsController(Controller):

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from appliance.inference.chat import ModelOutputError
+from appliance.core.ports import ModelOutputError
 
 TOP_K, TOP_P, MIN_P = 40, 0.95, 0.05  # llama-cpp-python's defaults for temperature > 0
 

@@ -8,9 +8,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from appliance.core.ports import ChatModel, Progress, answer_budget
 from appliance.inference import prompts
-from appliance.inference.chat import ChatModel, Progress
-from appliance.inference.grammar import answer_budget
 
 SUMMARY_TYPES = ("summary", "fact", "decision", "action", "reflection", "error")
 TRANSCRIPT_BUDGET = 9000  # characters sent to the model: ~2.5k tokens, room for the answer in 4k

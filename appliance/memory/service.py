@@ -16,10 +16,10 @@ from typing import Any
 
 from appliance.core import kref as krefs
 from appliance.core import redaction
+from appliance.core.ports import ChatModel, NoModel
 from appliance.core.search import SearchFilter, SearchRequest
 from appliance.errors import Conflict, InvalidArgument, NotFound
 from appliance.graph import GraphStore
-from appliance.inference.chat import ChatModel, NoModel
 from appliance.jobs import Job, JobQueue
 from appliance.memory import consolidation, records, views
 from appliance.memory.augmented import augmented_recall

@@ -7,11 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from appliance.config import load_settings
+from appliance.config import InferenceSettings, load_settings
+from appliance.core.ports import NoModel
 from appliance.errors import ConfigError, InvalidArgument
-from appliance.inference.chat import NoModel, ScriptedModel
+from appliance.inference.chat import ScriptedModel
+from appliance.inference.factory import chat_model
 from appliance.inference.install import chat_models, models_dir
-from appliance.inference.llm import LlamaModel, chat_model_from_settings
+from appliance.inference.llm import LlamaModel
 from appliance.inference.remote import EndpointModel
 from appliance.inference.selection import model_for_call
 
@@ -87,12 +89,12 @@ def test_only_the_configured_endpoint_may_be_named() -> None:
     assert model_for_call(endpoint, DEFAULT, {"provider": "openai"}) is DEFAULT
 
 
-def test_the_configured_endpoint_model() -> None:
-    missing = chat_model_from_settings(load_settings(inference={"chat_model": "endpoint"}))
+def test_the_configured_endpoint_model(tmp_path: Path) -> None:
+    models = tmp_path / "models"
+    missing = chat_model(InferenceSettings(chat_model="endpoint"), models)
     assert isinstance(missing, NoModel) and "endpoint_url" in missing.reason
-    configured = chat_model_from_settings(load_settings(inference={
-        "chat_model": "endpoint", "endpoint_url": "http://localhost:11434/v1", "endpoint_model": "qwen2.5"}))
+    configured = chat_model(InferenceSettings(chat_model="endpoint", endpoint_url="http://localhost:11434/v1",
+                                              endpoint_model="qwen2.5"), models)
     assert isinstance(configured, EndpointModel) and configured.model_id == "endpoint:qwen2.5@localhost"
     with pytest.raises(ConfigError, match="allow_remote_endpoints"):
-        chat_model_from_settings(load_settings(inference={"chat_model": "endpoint",
-                                                          "endpoint_url": "http://10.0.0.7:8080/v1"}))
+        chat_model(InferenceSettings(chat_model="endpoint", endpoint_url="http://10.0.0.7:8080/v1"), models)
