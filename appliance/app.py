@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from litestar import Litestar
 from litestar.datastructures import State
@@ -215,7 +215,7 @@ def build_app(services: Services) -> ASGIApp:
         async with mcp.run():  # the SDK's session manager needs the host's lifespan
             yield
 
-    app: ASGIApp = Litestar(
+    litestar = Litestar(
         route_handlers=[HealthController, SearchController, JobsController, mcp_endpoint],
         lifespan=[run_mcp],
         state=State({"services": services}),
@@ -228,8 +228,9 @@ def build_app(services: Services) -> ASGIApp:
         logging_config=None,
         debug=False,
     )
-    # outermost first: Host/Origin (and CORS) → the token beyond loopback → the bounded body → the routes
-    app = bounded_body(settings.http.max_body_bytes)(app)
+    # outermost first: Host/Origin (and CORS) → the token beyond loopback → the bounded body → the routes.
+    # Litestar types its ASGI scope and events as TypedDicts; the wrappers take any ASGI app (plain dicts).
+    app = bounded_body(settings.http.max_body_bytes)(cast(ASGIApp, litestar))
     if not settings.is_loopback:
         app = token_guard(services.token)(app)
     return front_door(DoorPolicy.from_settings(settings))(app)

@@ -13,7 +13,7 @@ from appliance.core.ports import model_status
 
 class JobsController(Controller):
     path = "/api"
-    tags = ("jobs",)  # type: ignore[assignment]
+    tags = ("jobs",)
 
     @get("/jobs", summary="Recent and running background jobs, newest first", sync_to_thread=False)
     def jobs(self, state: State, kind: FromQuery[str | None] = None) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import kuzu
 
@@ -95,7 +95,8 @@ class Tx:
         self.wrote = self.wrote or _changes_data(query)
         try:
             result = self._conn.execute(query, {k: v for k, v in (params or {}).items() if k in wanted})
-            return result.get_all()
+            # rows are lists: rows_as_dict() is never set
+            return cast("list[list[Any]]", result.get_all())
         except RuntimeError as exc:
             log.error("graph query failed: %s", exc)
             raise StorageError(f"the graph database refused the operation: {exc}") from exc

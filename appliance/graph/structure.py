@@ -112,7 +112,8 @@ class StructureStore(StoreBase):
         row = tx.one("MATCH (p:Project {name: $n}) RETURN p", {"n": name})
         if row is None:
             raise NotFound(f"project {name!r} does not exist; create it first", field="project")
-        return row[0]
+        node: dict[str, Any] = row[0]  # a node comes back as a dict of its properties
+        return node
 
     # -- spaces -------------------------------------------------------------------------------------
     def create_space(
@@ -280,7 +281,9 @@ class StructureStore(StoreBase):
             {"id": node_id, "proj": segments[0], "space": space, "n": name, "k": kind, "now": now,
              "u": LOCAL_USER, "m": dumps(meta)},
         )
-        return row[0]  # type: ignore[index]
+        assert row is not None  # CREATE … RETURN gives one row (the space was checked in this transaction)
+        node: dict[str, Any] = row[0]
+        return node
 
     def get_item(self, kref: str) -> Item:
         parsed = krefs.parse(kref)

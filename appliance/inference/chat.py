@@ -43,7 +43,7 @@ def validate_output(value: Any, schema: Mapping[str, Any], model_id: str) -> dic
     return value  # type: ignore[no-any-return]
 
 
-def parse_json_answer(text: str, finish: str, schema: Mapping[str, Any], model_id: str,
+def parse_json_answer(text: str, finish: str | None, schema: Mapping[str, Any], model_id: str,
                       max_tokens: int) -> dict[str, Any]:
     """A model's JSON answer, checked against ``schema``; an answer cut off by the token limit says so."""
     try:

@@ -28,7 +28,8 @@ def schema_grammar(schema: Mapping[str, Any]) -> str:
     from llama_cpp.llama_grammar import json_schema_to_gbnf
 
     try:
-        return json_schema_to_gbnf(json.dumps(for_grammar(schema))).replace(_LOOSE_CHAR, _STRICT_CHAR, 1)
+        grammar: str = json_schema_to_gbnf(json.dumps(for_grammar(schema)))  # typed Any by llama-cpp-python
+        return grammar.replace(_LOOSE_CHAR, _STRICT_CHAR, 1)
     except (ValueError, RuntimeError, KeyError, TypeError) as exc:
         raise ModelError(f"cannot make a grammar from the schema: {exc}") from None
 

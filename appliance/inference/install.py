@@ -10,6 +10,7 @@ the whole file's sha256, and moves the file into place atomically. Nothing here 
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import importlib.util
 import json
@@ -97,7 +98,7 @@ def assemble(name: str, entry: dict[str, Any], dest_dir: Path, source: Path | No
              report: IO[str] | None = None) -> Path:
     """Join ``entry``'s parts into ``dest_dir/entry['file']``, checking each part and the whole by sha256."""
     dest_dir.mkdir(parents=True, exist_ok=True)
-    target = dest_dir / entry["file"]
+    target: Path = dest_dir / entry["file"]
     partial = target.with_name(target.name + ".partial")
     whole = hashlib.sha256()
     try:
@@ -105,7 +106,7 @@ def assemble(name: str, entry: dict[str, Any], dest_dir: Path, source: Path | No
             for i, part in enumerate(entry["parts"], 1):
                 digest, size = hashlib.sha256(), 0
                 with _open_part(part, source) as handle:
-                    for block in iter(lambda h=handle: h.read(BLOCK), b""):
+                    for block in iter(functools.partial(handle.read, BLOCK), b""):
                         digest.update(block)
                         whole.update(block)
                         size += len(block)

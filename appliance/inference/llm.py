@@ -78,7 +78,7 @@ class LlamaModel:
         self.path = Path(path)
         self.model_id = model_id or self.path.name
         self._sha256, self._size = sha256, size
-        self._params = {"n_ctx": context_tokens, "seed": seed}
+        self.context_tokens = context_tokens
         self._seed = seed
         self.threads = threads
         self.batch_threads = batch_threads
@@ -170,8 +170,9 @@ class LlamaModel:
                 verified(self.path, self._sha256, self._size)
                 self._verified = True
             started = time.perf_counter()
-            llm = Llama(model_path=str(self.path), n_threads=self.threads or default_threads(),
-                        n_threads_batch=self.batch_threads or os.cpu_count() or 1, verbose=False, **self._params)
+            llm = Llama(model_path=str(self.path), n_ctx=self.context_tokens, seed=self._seed,
+                        n_threads=self.threads or default_threads(),
+                        n_threads_batch=self.batch_threads or os.cpu_count() or 1, verbose=False)
         except KumihoError as exc:
             raise self._load_failed(exc.message) from None
         except (ValueError, RuntimeError, OSError) as exc:
@@ -350,4 +351,5 @@ def _close_devnull_at_exit() -> None:
     """llama-cpp-python opens two /dev/null files at import (to silence loading) and never closes them."""
     from llama_cpp import _utils
 
-    atexit.register(lambda: [f.close() for f in (_utils.outnull_file, _utils.errnull_file)])
+    atexit.register(_utils.outnull_file.close)
+    atexit.register(_utils.errnull_file.close)

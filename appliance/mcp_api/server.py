@@ -23,8 +23,9 @@ from appliance import __version__
 from appliance.core import redaction
 from appliance.errors import InvalidArgument, KumihoError
 from appliance.mcp_api.catalogue import ToolSpec, check_shape, tools, validated
+from appliance.memory.client import Client
 from appliance.memory.operator import OperatorTools
-from appliance.memory.service import Client, MemoryService
+from appliance.memory.service import MemoryService
 
 log = logging.getLogger(__name__)
 
