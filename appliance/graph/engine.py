@@ -48,7 +48,7 @@ class Connection:
 
     def execute(self, query: str, params: dict[str, Any]) -> kuzu.QueryResult:
         if not params:  # the driver runs these without keeping a compiled statement
-            return self._conn.execute(query)  # type: ignore[return-value]
+            return self._conn.execute(query)  # type: ignore[return-value]  # one statement: one result, not a list
         key = (query, _shape(params))
         statement = self._statements.get(key)
         if statement is None:
@@ -57,7 +57,7 @@ class Connection:
             if not statement.is_success():  # not cached: a refused text is an error, not a statement
                 raise RuntimeError(statement.get_error_message())
             self._statements[key] = statement
-        return self._conn.execute(statement, params)  # type: ignore[return-value]
+        return self._conn.execute(statement, params)  # type: ignore[return-value]  # one statement: one result
 
     def recycle_if_full(self) -> None:
         """Reopen the connection when it holds too many compiled statements (call outside a transaction)."""
@@ -123,6 +123,14 @@ class Tx:
     def one(self, query: str, params: dict[str, Any] | None = None) -> list[Any] | None:
         found = self.rows(query, params)
         return found[0] if found else None
+
+    def returned_row(self, query: str, params: dict[str, Any] | None = None) -> list[Any]:
+        """The row of a statement that always returns one (``CREATE … RETURN``, or ``SET … RETURN`` on a node
+        this transaction has just found)."""
+        row = self.one(query, params)
+        if row is None:
+            raise StorageError("the graph database returned no row for a statement that always returns one")
+        return row
 
     def scalar(self, query: str, params: dict[str, Any] | None = None) -> Any:
         row = self.one(query, params)

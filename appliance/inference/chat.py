@@ -40,7 +40,7 @@ def validate_output(value: Any, schema: Mapping[str, Any], model_id: str) -> dic
         # the rule broken, not the value: a model's (or an endpoint's) text is never passed on
         raise ModelOutputError(f"{model_id} answered JSON that breaks the schema at "
                                f"{'/'.join(map(str, exc.absolute_path)) or 'the top'} ({exc.validator})") from None
-    return value  # type: ignore[no-any-return]
+    return value  # type: ignore[no-any-return]  # valid under an object schema: a dict
 
 
 def parse_json_answer(text: str, finish: str | None, schema: Mapping[str, Any], model_id: str,

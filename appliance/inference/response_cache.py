@@ -149,7 +149,7 @@ class CachedModel:
                              temperature=temperature)
         cached = self.cache.get(key)
         if cached is not None:
-            return cached  # type: ignore[no-any-return]
+            return cached  # type: ignore[no-any-return]  # what complete_json returned for this key
         answer = self.model.complete_json(messages, schema, max_tokens=max_tokens, timeout=timeout, cancel=cancel,
                                           temperature=temperature, progress=progress)
         self.cache.put(key, answer)
@@ -162,7 +162,7 @@ class CachedModel:
                              temperature=temperature)
         cached = self.cache.get(key)
         if cached is not None:
-            return cached  # type: ignore[no-any-return]
+            return cached  # type: ignore[no-any-return]  # what complete_text returned for this key
         answer = self.model.complete_text(messages, max_tokens=max_tokens, timeout=timeout, cancel=cancel,
                                           temperature=temperature, progress=progress)
         self.cache.put(key, answer)
