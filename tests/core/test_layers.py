@@ -61,3 +61,37 @@ def _only_prompts(path: Path) -> bool:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     return all({alias.name for alias in node.names} <= {"prompts"} for node in ast.walk(tree)
                if isinstance(node, ast.ImportFrom) and node.module == "appliance.inference")
+
+
+def test_no_two_modules_import_each_other_at_load_time() -> None:
+    """Module-level imports between appliance modules form no cycle (imports inside functions do not count:
+    they run later). A cycle works or fails by import order alone."""
+    modules = {".".join(path.relative_to(ROOT.parent).with_suffix("").parts).removesuffix(".__init__"): path
+               for path in ROOT.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        found: set[str] = set()
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:  # the module level only
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                submodules = {f"{node.module}.{alias.name}" for alias in node.names} & modules.keys()
+                found |= submodules or {node.module}  # `from package import module` needs the module
+            elif isinstance(node, ast.Import):
+                found |= {alias.name for alias in node.names}
+        # a package's __init__ runs before its modules anyway: importing one's own package is no cycle
+        graph[name] = {m for m in found & modules.keys() if m != name and not name.startswith(m + ".")}
+    cycles = [cycle for name in graph if (cycle := _cycle_from(name, graph))]
+    assert not cycles, "import cycles: " + "; ".join(" -> ".join(cycle) for cycle in cycles)
+
+
+def _cycle_from(start: str, graph: dict[str, set[str]]) -> list[str] | None:
+    """A path of imports from ``start`` back to ``start``, if there is one."""
+    stack, seen = [(start, [start])], {start}
+    while stack:
+        name, path = stack.pop()
+        for imported in sorted(graph[name]):
+            if imported == start:
+                return [*path, start]
+            if imported not in seen:
+                seen.add(imported)
+                stack.append((imported, [*path, imported]))
+    return None
