@@ -69,8 +69,10 @@ install-test: $(VENV)/.installed-test models
 run: install
 	$(BIN)/kumiho-ce serve
 
+# ruff, then mypy (strict on appliance/core and appliance/operations; pyproject.toml, [tool.mypy])
 lint: install-test
 	$(BIN)/ruff check appliance tests benchmarks
+	$(BIN)/mypy
 
 # pytest's exit code 5 means no tests ran: that is a failure, not a pass.
 test: install-test lint

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from litestar import Litestar
 from litestar.datastructures import State
@@ -26,12 +26,13 @@ from appliance.admin_api.health import HealthController
 from appliance.admin_api.jobs import JobsController
 from appliance.admin_api.search import SearchController
 from appliance.config import Settings
+from appliance.core.ports import ChatModel, Embedder
 from appliance.datadir import DataDir
 from appliance.errors import ConfigError
 from appliance.graph import GraphStore
-from appliance.inference.chat import ChatModel
-from appliance.inference.embedding import Embedder, HashingEmbedder, OnnxEmbedder, default_embedder
-from appliance.inference.llm import chat_model_from_settings
+from appliance.inference.embedding import HashingEmbedder, OnnxEmbedder, default_embedder
+from appliance.inference.factory import chat_model as configured_model
+from appliance.inference.install import models_dir
 from appliance.inference.models import verified
 from appliance.inference.response_cache import with_response_cache
 from appliance.inference.selection import model_for_call
@@ -109,7 +110,8 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
                                  rebuilding=moved, optimize_every=settings.search.compact_every_rows)
             worker.start()
             working = WorkingMemory.open(data_dir.root / "working")
-            model = chat_model or with_response_cache(settings, chat_model_from_settings(settings))
+            model = chat_model or with_response_cache(
+                settings, configured_model(settings.inference, models_dir(settings)))
             jobs = JobQueue()
             jobs.start()
             maintenance: Maintenance | None = None
@@ -221,11 +223,11 @@ def build_app(services: Services) -> ASGIApp:
         async with mcp.run():  # the SDK's session manager needs the host's lifespan
             yield
 
-    app: ASGIApp = Litestar(
+    litestar = Litestar(
         route_handlers=[HealthController, SearchController, JobsController, mcp_endpoint],
         lifespan=[run_mcp],
         state=State({"services": services}),
-        exception_handlers=HANDLERS,  # type: ignore[arg-type]
+        exception_handlers=HANDLERS,  # type: ignore[arg-type]  # each handler takes its own exception class
         request_max_body_size=settings.http.max_body_bytes,
         openapi_config=OpenAPIConfig(
             title="kumiho-ce", version=__version__, path="/api/schema",
@@ -234,8 +236,9 @@ def build_app(services: Services) -> ASGIApp:
         logging_config=None,
         debug=False,
     )
-    # outermost first: Host/Origin (and CORS) → the token beyond loopback → the bounded body → the routes
-    app = bounded_body(settings.http.max_body_bytes)(app)
+    # outermost first: Host/Origin (and CORS) → the token beyond loopback → the bounded body → the routes.
+    # Litestar types its ASGI scope and events as TypedDicts; the wrappers take any ASGI app (plain dicts).
+    app = bounded_body(settings.http.max_body_bytes)(cast(ASGIApp, litestar))
     if not settings.is_loopback:
         app = token_guard(services.token)(app)
     return front_door(DoorPolicy.from_settings(settings))(app)

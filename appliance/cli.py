@@ -216,7 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "redact": cmd_redact,
                 "models": lambda a: models_cli.run(a, _settings(a)), "version": lambda _: print(__version__) or 0}
     try:
-        return handlers[args.command](args)  # type: ignore[no-any-return]
+        return handlers[args.command](args)
     except KumihoError as exc:
         if args.debug:
             raise

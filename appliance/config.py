@@ -334,6 +334,7 @@ def _reference_rows(model: type[BaseModel], prefix: tuple[str, ...]) -> list[str
         if name == "data_dir":
             default = "`$XDG_DATA_HOME/kumiho-ce`"
         elif info.default_factory is not None:
+            # pydantic allows a factory of one argument (the validated data); the settings' take none
             default = f"`{info.default_factory()!r}`"  # type: ignore[call-arg]
         else:
             default = f"`{info.default!r}`"

@@ -56,7 +56,7 @@ class DataDir:
 
     def read_runtime(self) -> dict[str, object] | None:
         try:
-            return json.loads(self.runtime_path.read_text())  # type: ignore[no-any-return]
+            return json.loads(self.runtime_path.read_text())  # type: ignore[no-any-return]  # write_runtime's
         except (OSError, ValueError):
             return None
 

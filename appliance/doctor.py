@@ -80,7 +80,7 @@ def _check_chat_model(settings: Settings) -> Check:
             path = verified(conf.model_path, conf.model_sha256)
             pinned = "sha256 verified" if conf.model_sha256 else "no model_sha256 set, so not verified"
             return Check("chat_model", "ok", f"{path} ({path.stat().st_size / 1e6:,.0f} MB, {pinned})")
-        name = configured_chat_model(settings)
+        name = configured_chat_model(conf)
         path = verify_installed(settings, name)
     except KumihoError as exc:
         return Check("chat_model", "warn" if "not installed" in exc.message else "fail", exc.message)

@@ -188,7 +188,7 @@ class JobQueue:
 
 def iter_queued(inbox: queue.Queue[tuple[Job, Work] | None]) -> list[Job]:
     """Drain what is still queued (at shutdown)."""
-    drained = []
+    drained: list[Job] = []
     while True:
         try:
             entry = inbox.get_nowait()

@@ -21,8 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from appliance.core.ports import Embedder
 from appliance.graph import GraphStore
-from appliance.inference.embedding import Embedder, HashingEmbedder, default_embedder
+from appliance.inference.embedding import HashingEmbedder, default_embedder
 from appliance.search import repair
 from appliance.search.index import SearchIndex
 from appliance.search.sync import IndexSync

@@ -21,9 +21,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from appliance.core.ports import Embedder
 from appliance.core.search import SearchFilter, SearchRequest
 from appliance.graph import GraphStore, NewRevision
-from appliance.inference.embedding import Embedder, HashingEmbedder, default_embedder
+from appliance.inference.embedding import HashingEmbedder, default_embedder
 from appliance.search.index import SearchIndex
 from appliance.search.service import SearchService
 from appliance.search.sync import IndexSync

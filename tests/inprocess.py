@@ -17,7 +17,7 @@ import uvicorn
 
 from appliance.app import Services, build_app, open_services
 from appliance.config import load_settings
-from appliance.inference.chat import ChatModel
+from appliance.core.ports import ChatModel
 from appliance.server.runner import make_config
 from tests.appliance_process import free_port
 

@@ -12,11 +12,10 @@ import hmac
 import re
 from typing import Any
 
-from litestar.types import ASGIApp, Receive, Scope, Send
-
 from appliance.config import Settings
 from appliance.datadir import DataDir
 from appliance.errors import ConfigError
+from appliance.server.door import ASGIApp, Receive, Scope, Send
 
 OPEN_PATHS = frozenset({"/api/_live"})
 MIN_TOKEN_LENGTH = 32  # a generated token (secrets.token_urlsafe(32)) has 43

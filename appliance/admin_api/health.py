@@ -14,7 +14,7 @@ DEPLOYMENT_MODE = "self_hosted_ce"
 
 class HealthController(Controller):
     path = "/api"
-    tags = ("health",)  # type: ignore[assignment]
+    tags = ("health",)
 
     @get("/_live", summary="Liveness (no token needed)", sync_to_thread=False)
     def live(self) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from appliance.errors import InvalidArgument
 
 class SearchController(Controller):
     path = "/api/v1/search"
-    tags = ("search",)  # type: ignore[assignment]
+    tags = ("search",)
 
     @get("/", summary="Hybrid, vector or full-text search over memories (scores on one 0..1 scale)",
          sync_to_thread=True)

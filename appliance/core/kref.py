@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import TypedDict
 
 from appliance.core import names
 from appliance.errors import InvalidArgument, InvalidKref
@@ -120,7 +121,16 @@ def parse(value: object, field: str = "kref") -> Kref:
     return Kref(tuple((*parents, last)), kind, **_parse_query(query, field))
 
 
-def _parse_query(query: str, field: str) -> dict[str, object]:
+class _Query(TypedDict, total=False):
+    """The parameters of a kref's query string, named as ``Kref``'s fields."""
+
+    revision: int
+    artifact: str
+    tag: str
+    time: str
+
+
+def _parse_query(query: str, field: str) -> _Query:
     found: dict[str, str] = {}
     if not query:
         return {}
@@ -136,7 +146,7 @@ def _parse_query(query: str, field: str) -> dict[str, object]:
         if key in found:
             raise InvalidKref(f"{field}: kref parameter {key!r} is given twice", field=field)
         found[key] = val
-    parsed: dict[str, object] = {}
+    parsed: _Query = {}
     if "r" in found:
         if not _DIGITS.fullmatch(found["r"]) or int(found["r"]) > MAX_REVISION:
             raise InvalidKref(

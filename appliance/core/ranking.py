@@ -124,7 +124,7 @@ def diversify(candidates: list[Candidate], limit: int, lam: float = MMR_LAMBDA) 
     low, high = min(c.score for c in candidates), max(c.score for c in candidates)
     spread = (high - low) or 1.0
     bags = {c.revision_kref: tokens(c.text) for c in candidates}
-    pool, chosen = list(candidates), []
+    pool, chosen = list(candidates), list[Candidate]()
     while pool and len(chosen) < limit:
         def gain(c: Candidate) -> float:
             overlap = max((jaccard(bags[c.revision_kref], bags[s.revision_kref]) for s in chosen), default=0.0)

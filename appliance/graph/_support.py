@@ -114,7 +114,7 @@ def item_of(revision: str) -> str:
 # their item and filtered here.
 def tag_spans(tx: Tx, item: str) -> list[tuple[str, str, str, str]]:
     """Every tag span of an item: (revision id, tag, since, until) with until '' while it holds."""
-    return [tuple(row) for row in tx.rows(  # type: ignore[misc]
+    return [(r, tag, since, until) for r, tag, since, until in tx.rows(
         "MATCH (:Item {id: $i})-[t:TAGGED]->(r:Revision) RETURN r.id, t.tag, t.since, t.until", {"i": item})]
 
 

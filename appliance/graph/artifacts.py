@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from appliance.core import kref as krefs
 from appliance.core import names
 from appliance.core.model import Artifact
@@ -39,7 +41,7 @@ class ArtifactStore(StoreBase):
             if found:
                 return found
             now = self._now()
-            row = tx.one(
+            row = tx.returned_row(
                 "MATCH (r:Revision {id: $rev}) CREATE (r)-[:HAS_ARTIFACT]->(a:Artifact {id: $id, "
                 "revision: $rev, name: $n, location: $loc, created_at: $now, modified_at: $now, author: $u, "
                 "username: $u, metadata: $m, deprecated: false}) RETURN a",
@@ -47,7 +49,7 @@ class ArtifactStore(StoreBase):
                  "m": dumps(meta)},
             )
             self._event(tx, "artifact.created", to_kref(node_id))
-            return artifact_from(row[0])  # type: ignore[index]
+            return artifact_from(row[0])
 
         return self._engine.write(job)
 
@@ -56,7 +58,7 @@ class ArtifactStore(StoreBase):
         parsed = krefs.parse(kref)
         return artifact_from(self._engine.read(lambda tx: self._artifact_node(tx, parsed)))
 
-    def _artifact_node(self, tx: Tx, parsed: krefs.Kref) -> dict[str, object]:
+    def _artifact_node(self, tx: Tx, parsed: krefs.Kref) -> dict[str, Any]:
         revision = locate_revision(tx, parsed, self.default_project)
         name = parsed.artifact or tx.scalar("MATCH (r:Revision {id: $id}) RETURN r.default_artifact",
                                             {"id": revision})
@@ -68,7 +70,8 @@ class ArtifactStore(StoreBase):
         if row is None:
             what = f"artifact {name!r}" if name else "any artifact"
             raise NotFound(f"revision {to_kref(revision)} has no {what}", field="kref")
-        return row[0]  # type: ignore[no-any-return]
+        node: dict[str, Any] = row[0]  # a node comes back as a dict of its properties
+        return node
 
     def list_artifacts(self, revision_kref: str, include_deprecated: bool = True) -> list[Artifact]:
         parsed = krefs.parse(revision_kref, "revision_kref")
@@ -110,11 +113,11 @@ class ArtifactStore(StoreBase):
 
         def job(tx: Tx) -> Artifact:
             node = self._artifact_node(tx, parsed)
-            row = tx.one("MATCH (a:Artifact {id: $id}) SET a.metadata = $m, a.modified_at = $now RETURN a",
-                         {"id": node["id"], "m": dumps({**loads(node["metadata"]), **meta}),  # type: ignore[arg-type]
-                          "now": self._now()})
-            self._event(tx, "artifact.updated", to_kref(node["id"]), {"metadata": meta})  # type: ignore[arg-type]
-            return artifact_from(row[0])  # type: ignore[index]
+            row = tx.returned_row("MATCH (a:Artifact {id: $id}) SET a.metadata = $m, a.modified_at = $now RETURN a",
+                                  {"id": node["id"], "m": dumps({**loads(node["metadata"]), **meta}),
+                                   "now": self._now()})
+            self._event(tx, "artifact.updated", to_kref(node["id"]), {"metadata": meta})
+            return artifact_from(row[0])
 
         return self._engine.write(job)
 
@@ -128,7 +131,7 @@ class ArtifactStore(StoreBase):
             tx.run("MATCH (a:Artifact {id: $id}) DETACH DELETE a", {"id": node["id"]})
             tx.run("MATCH (r:Revision {id: $rev}) WHERE r.default_artifact = $n SET r.default_artifact = ''",
                    {"rev": node["revision"], "n": node["name"]})
-            self._event(tx, "artifact.deleted", to_kref(node["id"]))  # type: ignore[arg-type]
+            self._event(tx, "artifact.deleted", to_kref(node["id"]))
             return True
 
         return self._engine.write(job)

@@ -108,6 +108,7 @@ class BundleStore(StructureStore, RevisionStore):
             changes = []
             for (node,) in rows:
                 meta = loads(node["metadata"])
+                # the action was written by this store: CREATED, ADDED or REMOVED
                 changes.append(BundleChange(
                     node["number"], meta.pop("action", "CREATED"), meta.pop(_MEMBER_KEY, ""),  # type: ignore[arg-type]
                     node["author"], node["username"], node["created_at"], meta))

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import kuzu
 
@@ -48,7 +48,7 @@ class Connection:
 
     def execute(self, query: str, params: dict[str, Any]) -> kuzu.QueryResult:
         if not params:  # the driver runs these without keeping a compiled statement
-            return self._conn.execute(query)  # type: ignore[return-value]
+            return self._conn.execute(query)  # type: ignore[return-value]  # one statement: one result, not a list
         key = (query, _shape(params))
         statement = self._statements.get(key)
         if statement is None:
@@ -57,7 +57,7 @@ class Connection:
             if not statement.is_success():  # not cached: a refused text is an error, not a statement
                 raise RuntimeError(statement.get_error_message())
             self._statements[key] = statement
-        return self._conn.execute(statement, params)  # type: ignore[return-value]
+        return self._conn.execute(statement, params)  # type: ignore[return-value]  # one statement: one result
 
     def recycle_if_full(self) -> None:
         """Reopen the connection when it holds too many compiled statements (call outside a transaction)."""
@@ -95,7 +95,8 @@ class Tx:
         self.wrote = self.wrote or _changes_data(query)
         try:
             result = self._conn.execute(query, {k: v for k, v in (params or {}).items() if k in wanted})
-            return result.get_all()
+            # rows are lists: rows_as_dict() is never set
+            return cast("list[list[Any]]", result.get_all())
         except RuntimeError as exc:
             log.error("graph query failed: %s", exc)
             raise StorageError(f"the graph database refused the operation: {exc}") from exc
@@ -122,6 +123,14 @@ class Tx:
     def one(self, query: str, params: dict[str, Any] | None = None) -> list[Any] | None:
         found = self.rows(query, params)
         return found[0] if found else None
+
+    def returned_row(self, query: str, params: dict[str, Any] | None = None) -> list[Any]:
+        """The row of a statement that always returns one (``CREATE … RETURN``, or ``SET … RETURN`` on a node
+        this transaction has just found)."""
+        row = self.one(query, params)
+        if row is None:
+            raise StorageError("the graph database returned no row for a statement that always returns one")
+        return row
 
     def scalar(self, query: str, params: dict[str, Any] | None = None) -> Any:
         row = self.one(query, params)

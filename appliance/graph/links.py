@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import cast
 
 from appliance.core import kref as krefs
 from appliance.core import names
@@ -29,7 +30,7 @@ _ARROWS = {"outgoing": ("-", "->"), "incoming": ("<-", "-"), "both": ("-", "-")}
 def _direction(value: str) -> Direction:
     if value not in _ARROWS:
         raise InvalidArgument("direction: use outgoing, incoming or both", field="direction")
-    return value  # type: ignore[return-value]
+    return cast("Direction", value)  # one of _ARROWS's keys, checked above
 
 
 def _edge_types(values: list[str] | tuple[str, ...] | None) -> list[str]:
@@ -66,11 +67,11 @@ class LinkStore(StoreBase):
                 if exists_error:
                     raise AlreadyExists(f"edge {edge_type} from {to_kref(a)} to {to_kref(b)} already exists")
                 return edge_from(a, b, existing[0])
-            row = tx.one("MATCH (a:Revision {id: $a}), (b:Revision {id: $b}) CREATE (a)-[e:LINK {"
-                         "edge_type: $t, metadata: $m, created_at: $now, author: $u, username: $u}]->(b) "
-                         "RETURN e", {**params, "m": dumps(meta), "now": self._now(), "u": LOCAL_USER})
+            row = tx.returned_row("MATCH (a:Revision {id: $a}), (b:Revision {id: $b}) CREATE (a)-[e:LINK {"
+                                  "edge_type: $t, metadata: $m, created_at: $now, author: $u, username: $u}]->(b) "
+                                  "RETURN e", {**params, "m": dumps(meta), "now": self._now(), "u": LOCAL_USER})
             self._event(tx, "edge.created", to_kref(a), {"target": to_kref(b), "edge_type": edge_type})
-            return edge_from(a, b, row[0])  # type: ignore[index]
+            return edge_from(a, b, row[0])
 
         return self._engine.write(job)
 

@@ -9,6 +9,7 @@ the sync on the next start repairs it.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from appliance.graph._support import StoreBase, item_of, loads, to_kref
@@ -67,7 +68,7 @@ class OutboxStore(StoreBase):
         """Queue these revisions for indexing (their index rows are missing)."""
         ids = [k[len("kref://"):] for k in revision_krefs]
         for start in range(0, len(ids), 5000):
-            self._engine.write(lambda tx, chunk=ids[start: start + 5000]: self._dirty(tx, chunk))
+            self._engine.write(functools.partial(self._dirty, revisions=ids[start: start + 5000]))
 
     def mark_all_unindexed(self) -> None:
         """Queue every revision for indexing (reindex)."""

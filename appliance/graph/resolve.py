@@ -33,14 +33,16 @@ def space_node(tx: Tx, path: str) -> dict[str, Any]:
     row = tx.one("MATCH (s:Space {path: $p}) RETURN s", {"p": path})
     if row is None:
         raise NotFound(f"space {path} does not exist; create it first", field="space_path")
-    return row[0]
+    node: dict[str, Any] = row[0]  # a node comes back as a dict of its properties
+    return node
 
 
 def item_node(tx: Tx, node_id: str) -> dict[str, Any]:
     row = tx.one("MATCH (i:Item {id: $id}) RETURN i", {"id": node_id})
     if row is None:
         raise NotFound(f"item {to_kref(node_id)} does not exist", field="kref")
-    return row[0]
+    node: dict[str, Any] = row[0]  # a node comes back as a dict of its properties
+    return node
 
 
 def locate(tx: Tx, kref: Kref, default_project: str) -> Located:

@@ -303,7 +303,7 @@ class RevisionStore(StoreBase):
                 parsed = krefs.parse(row.item_kref, f"rows[{index}].item_kref")
                 if not parsed.is_item:
                     raise InvalidKref(f"rows[{index}].item_kref: name the item with its kind (name.kind)")
-                if parsed.kind.lower() == names.RESERVED_KIND:  # type: ignore[union-attr]
+                if (parsed.kind or "").lower() == names.RESERVED_KIND:  # an item kref has a kind
                     raise InvalidArgument(f"rows[{index}].item_kref: kind 'bundle' is reserved for bundles")
                 names.metadata(row.metadata, f"rows[{index}].metadata")
                 for art in row.artifacts:

@@ -8,6 +8,7 @@ that upgrades it (``tests/graph/test_migrations.py`` checks that this holds).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -97,7 +98,7 @@ def migrate(engine: KuzuEngine, migrations: tuple[Migration, ...] = MIGRATIONS) 
     applied = []
     for migration in migrations:
         if migration.version > found:
-            engine.write(lambda tx, m=migration: _apply(tx, m))
+            engine.write(functools.partial(_apply, migration=migration))
             applied.append(migration.version)
     return applied
 

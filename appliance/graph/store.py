@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from appliance.core import kref as krefs
 from appliance.core import names
@@ -92,13 +92,14 @@ class GraphStore(BundleStore, ArtifactStore, LinkStore, OutboxStore):
         def job(tx: Tx) -> Resolved:
             found = locate(tx, parsed, self.default_project)
             if found.target == "project":
-                node = tx.one("MATCH (p:Project {name: $n}) RETURN p", {"n": found.project})
-                return Resolved("project", "kref://" + found.project, project=project_from(node[0]))  # type: ignore[index]
+                node = tx.returned_row("MATCH (p:Project {name: $n}) RETURN p", {"n": found.project})
+                return Resolved("project", "kref://" + found.project, project=project_from(node[0]))
             if found.target == "space":
                 space = space_from(space_node(tx, found.space_path))
                 return Resolved("space", space.kref, space=space)
             item = item_from(item_node(tx, found.item))
-            target = "artifact" if parsed.artifact else "revision" if parsed.revision else "item"
+            target: Literal["artifact", "revision", "item"] = (
+                "artifact" if parsed.artifact else "revision" if parsed.revision else "item")
             try:
                 revision = self._find_revision(tx, parsed)
             except NotFound:
@@ -109,7 +110,7 @@ class GraphStore(BundleStore, ArtifactStore, LinkStore, OutboxStore):
             if parsed.artifact:
                 artifact = artifact_from(self._artifact_node(tx, parsed))
             kref_text = artifact.kref if artifact else revision.kref if target == "revision" else item.kref
-            return Resolved(target, kref_text, item=item, revision=revision, artifact=artifact)  # type: ignore[arg-type]
+            return Resolved(target, kref_text, item=item, revision=revision, artifact=artifact)
 
         return self._engine.read(job)
 

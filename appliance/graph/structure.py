@@ -43,7 +43,7 @@ class StructureStore(StoreBase):
             if found:
                 return found
             now = self._now()
-            row = tx.one(
+            row = tx.returned_row(
                 "CREATE (p:Project {name: $n, project_id: $id, description: $d, created_at: $now, "
                 "updated_at: $now, deprecated: false, allow_public: $pub, metadata: $m}) RETURN p",
                 {"n": name, "id": str(uuid.uuid4()), "d": description, "now": now, "pub": allow_public,
@@ -51,7 +51,7 @@ class StructureStore(StoreBase):
             )
             self._create_space_node(tx, "/" + name, "", name, {})
             self._event(tx, "project.created", "kref://" + name)
-            return project_from(row[0])  # type: ignore[index]
+            return project_from(row[0])
 
         return self._engine.write(job)
 
@@ -78,7 +78,7 @@ class StructureStore(StoreBase):
 
         def job(tx: Tx) -> Project:
             current = project_from(self._project_node(tx, name))
-            row = tx.one(
+            row = tx.returned_row(
                 "MATCH (p:Project {name: $n}) SET p.description = $d, p.allow_public = $pub, "
                 "p.deprecated = $dep, p.metadata = $m, p.updated_at = $now RETURN p",
                 {"n": name, "now": self._now(),
@@ -89,7 +89,7 @@ class StructureStore(StoreBase):
             )
             self._event(tx, "project.updated", "kref://" + name,
                         {"deprecated": deprecated, "metadata": meta or None})
-            return project_from(row[0])  # type: ignore[index]
+            return project_from(row[0])
 
         return self._engine.write(job)
 
@@ -112,7 +112,8 @@ class StructureStore(StoreBase):
         row = tx.one("MATCH (p:Project {name: $n}) RETURN p", {"n": name})
         if row is None:
             raise NotFound(f"project {name!r} does not exist; create it first", field="project")
-        return row[0]
+        node: dict[str, Any] = row[0]  # a node comes back as a dict of its properties
+        return node
 
     # -- spaces -------------------------------------------------------------------------------------
     def create_space(
@@ -153,7 +154,7 @@ class StructureStore(StoreBase):
 
     def _create_space_node(self, tx: Tx, path: str, parent: str, name: str, meta: dict[str, str]) -> Any:
         now = self._now()
-        row = tx.one(
+        row = tx.returned_row(
             "CREATE (s:Space {path: $p, name: $n, project: $proj, parent: $parent, created_at: $now, "
             "modified_at: $now, author: $u, username: $u, metadata: $m}) RETURN s",
             {"p": path, "n": name, "proj": path.split("/")[1], "parent": parent, "now": now,
@@ -163,7 +164,7 @@ class StructureStore(StoreBase):
             tx.run("MATCH (a:Space {path: $a}), (b:Space {path: $b}) CREATE (a)-[:SUBSPACE]->(b)",
                    {"a": parent, "b": path})
             self._event(tx, "space.created", "kref:/" + path)
-        return row[0]  # type: ignore[index]
+        return row[0]
 
     def get_space(self, path: str) -> Space:
         normal = krefs.space_path(krefs.parse_space_path(path))
@@ -199,10 +200,10 @@ class StructureStore(StoreBase):
 
         def job(tx: Tx) -> Space:
             node = space_node(tx, normal)
-            row = tx.one("MATCH (s:Space {path: $p}) SET s.metadata = $m, s.modified_at = $now RETURN s",
-                         {"p": normal, "m": dumps({**loads(node["metadata"]), **meta}), "now": self._now()})
+            row = tx.returned_row("MATCH (s:Space {path: $p}) SET s.metadata = $m, s.modified_at = $now RETURN s",
+                                  {"p": normal, "m": dumps({**loads(node["metadata"]), **meta}), "now": self._now()})
             self._event(tx, "space.updated", "kref:/" + normal, {"metadata": meta})
-            return space_from(row[0])  # type: ignore[index]
+            return space_from(row[0])
 
         return self._engine.write(job)
 
@@ -273,14 +274,15 @@ class StructureStore(StoreBase):
     ) -> dict[str, Any]:
         now = self._now()
         space = krefs.space_path(segments)
-        row = tx.one(
+        row = tx.returned_row(
             "MATCH (s:Space {path: $space}) CREATE (s)-[:HOLDS]->(i:Item {id: $id, project: $proj, "
             "space: $space, name: $n, kind: $k, created_at: $now, modified_at: $now, author: $u, "
             "username: $u, metadata: $m, deprecated: false, next_number: 1}) RETURN i",
             {"id": node_id, "proj": segments[0], "space": space, "n": name, "k": kind, "now": now,
              "u": LOCAL_USER, "m": dumps(meta)},
         )
-        return row[0]  # type: ignore[index]
+        node: dict[str, Any] = row[0]
+        return node
 
     def get_item(self, kref: str) -> Item:
         parsed = krefs.parse(kref)
@@ -342,11 +344,11 @@ class StructureStore(StoreBase):
 
         def job(tx: Tx) -> Item:
             node = locate_item_node(tx, parsed, self.default_project)
-            row = tx.one("MATCH (i:Item {id: $id}) SET i.metadata = $m, i.modified_at = $now RETURN i",
-                         {"id": node["id"], "m": dumps({**loads(node["metadata"]), **meta}),
-                          "now": self._now()})
+            row = tx.returned_row("MATCH (i:Item {id: $id}) SET i.metadata = $m, i.modified_at = $now RETURN i",
+                                  {"id": node["id"], "m": dumps({**loads(node["metadata"]), **meta}),
+                                   "now": self._now()})
             self._event(tx, "item.updated", to_kref(node["id"]), {"metadata": meta})
-            return item_from(row[0])  # type: ignore[index]
+            return item_from(row[0])
 
         return self._engine.write(job)
 

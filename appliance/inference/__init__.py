@@ -1,1 +1,2 @@
-"""Model adapters: embeddings (ONNX), later chat generation (llama.cpp) and redaction (spaCy)."""
+"""Model adapters: the chat models (llama.cpp, an OpenAI-compatible endpoint) and the embedders (ONNX) behind
+the ports of ``appliance.core.ports``, the model factory, model installation, and PII redaction (spaCy)."""

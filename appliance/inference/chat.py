@@ -1,14 +1,11 @@
-"""The chat-model interface the memory code uses, its errors, and two implementations without llama.cpp.
+"""What every ``ChatModel`` implementation shares (schema checks, JSON answers), and ``ScriptedModel``.
 
-``ChatModel`` is what consolidation, edge discovery, query reformulation and Dream State call. Three
-implementations:
+The interface itself, its errors and ``NoModel`` are ports: ``appliance.core.ports``. Implementations:
 
 * ``LlamaModel`` (``appliance.inference.llm``): a local GGUF on llama.cpp;
-* ``ScriptedModel``: returns prepared outputs in order, so tests can drive every branch (guardrails,
-  garbage, timeouts) with exact answers;
-* ``NoModel``: there is no model, and every call says why (``ModelUnavailable``).
-
-Every structured call names a JSON schema and returns a dict valid under it, or raises.
+* ``EndpointModel`` (``appliance.inference.remote``): an OpenAI-compatible server;
+* ``ScriptedModel`` (here): returns prepared outputs in order, so tests can drive every branch
+  (guardrails, garbage, timeouts) with exact answers.
 """
 
 from __future__ import annotations
@@ -17,98 +14,13 @@ import json
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any, Literal, Protocol
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import jsonschema
 
-from appliance.errors import KumihoError
-
-Message = Mapping[str, str]  # {"role": "system" | "user" | "assistant", "content": "…"}
-Progress = Callable[[int, int], None]  # (tokens generated so far, max_tokens)
-
-
-class ModelError(KumihoError):
-    """A model call did not produce a usable answer."""
-
-    code = "model_error"
-
-
-class ModelUnavailable(ModelError):
-    """No model is configured, installed or loadable; the message says which and what to do."""
-
-    code = "model_unavailable"
-
-
-class ModelBusy(ModelError):
-    """The one model slot stayed taken longer than the caller may wait."""
-
-    code = "model_busy"
-
-
-class ModelTimeout(ModelError):
-    """The call's deadline passed (waiting, reading the prompt or generating); generation was stopped."""
-
-    code = "model_timeout"
-
-
-class ModelCancelled(ModelError):
-    """The caller's cancel event was set; generation was stopped."""
-
-    code = "model_cancelled"
-
-
-class ModelOutputError(ModelError):
-    """The model's answer is not valid under the schema (for example it ran out of tokens)."""
-
-    code = "model_output_invalid"
-
-
-class ModelInputTooLong(ModelError):
-    """Prompt and answer do not fit the context window."""
-
-    code = "model_input_too_long"
-
-
-State = Literal["unavailable", "unloaded", "loading", "loaded"]
-
-
-@dataclass(frozen=True)
-class ModelStatus:
-    available: bool  # a call may succeed (loaded, or loadable on first use)
-    state: State
-    model_id: str | None = None
-    path: str | None = None
-    reason: str | None = None  # why not available, in words an operator can act on
-    load_seconds: float | None = None  # how long the last load took
-    calls: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
-
-
-class ChatModel(Protocol):
-    model_id: str
-
-    def complete_json(self, messages: Sequence[Message], schema: Mapping[str, Any], *, max_tokens: int = 512,
-                      timeout: float | None = None, cancel: threading.Event | None = None,
-                      temperature: float = 0.0, progress: Progress | None = None) -> dict[str, Any]:
-        """An object valid under ``schema`` (a JSON schema with bounded strings and arrays)."""
-        ...
-
-    def complete_text(self, messages: Sequence[Message], *, max_tokens: int = 512, timeout: float | None = None,
-                      cancel: threading.Event | None = None, temperature: float = 0.0,
-                      progress: Progress | None = None) -> str:
-        ...
-
-    def status(self) -> ModelStatus: ...
-
-
-def model_status(model: ChatModel | None) -> ModelStatus:
-    """What the appliance can say about its chat model, including when there is none at all."""
-    if model is None:
-        return ModelStatus(False, "unavailable", reason="no chat model is configured")
-    return model.status()
+from appliance.core.ports import Message, ModelCancelled, ModelError, ModelOutputError, ModelStatus, Progress
+from appliance.inference.grammar import clean_strings
 
 
 def check_schema(schema: Mapping[str, Any]) -> None:
@@ -128,14 +40,12 @@ def validate_output(value: Any, schema: Mapping[str, Any], model_id: str) -> dic
         # the rule broken, not the value: a model's (or an endpoint's) text is never passed on
         raise ModelOutputError(f"{model_id} answered JSON that breaks the schema at "
                                f"{'/'.join(map(str, exc.absolute_path)) or 'the top'} ({exc.validator})") from None
-    return value  # type: ignore[no-any-return]
+    return value  # type: ignore[no-any-return]  # valid under an object schema: a dict
 
 
-def parse_json_answer(text: str, finish: str, schema: Mapping[str, Any], model_id: str,
+def parse_json_answer(text: str, finish: str | None, schema: Mapping[str, Any], model_id: str,
                       max_tokens: int) -> dict[str, Any]:
     """A model's JSON answer, checked against ``schema``; an answer cut off by the token limit says so."""
-    from appliance.inference.grammar import clean_strings
-
     try:
         value = clean_strings(json.loads(text, strict=False))
     except ValueError:
@@ -216,21 +126,3 @@ class ScriptedModel:
         if isinstance(answer, BaseException):
             raise answer
         return answer
-
-
-class NoModel:
-    """The appliance has no chat model; every call raises ``ModelUnavailable`` with the reason."""
-
-    model_id = "none"
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-
-    def complete_json(self, messages: Sequence[Message], schema: Mapping[str, Any], **_: Any) -> dict[str, Any]:
-        raise ModelUnavailable(f"no local model: {self.reason}")
-
-    def complete_text(self, messages: Sequence[Message], **_: Any) -> str:
-        raise ModelUnavailable(f"no local model: {self.reason}")
-
-    def status(self) -> ModelStatus:
-        return ModelStatus(False, "unavailable", reason=self.reason)

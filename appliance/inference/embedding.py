@@ -115,4 +115,4 @@ def _features(text: str) -> list[tuple[str, float]]:
 
 def _normalise(rows: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(rows, axis=1, keepdims=True)
-    return (rows / np.clip(norms, 1e-12, None)).astype(np.float32)
+    return np.asarray(rows / np.clip(norms, 1e-12, None), dtype=np.float32)

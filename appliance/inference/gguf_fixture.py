@@ -51,7 +51,7 @@ def write_tiny_llama(path: Path, *, seed: int = 0, n_embd: int = 64, n_layer: in
     writer.add_chat_template(CHAT_TEMPLATE)
 
     def weight(*shape: int) -> np.ndarray:  # numpy shape is (out, in): GGUF stores it reversed
-        return (rng.standard_normal(shape) * 0.5 / np.sqrt(shape[-1])).astype(np.float32)
+        return np.asarray(rng.standard_normal(shape) * 0.5 / np.sqrt(shape[-1]), dtype=np.float32)
 
     writer.add_tensor("token_embd.weight", weight(n_vocab, n_embd))
     writer.add_tensor("output_norm.weight", np.ones(n_embd, dtype=np.float32))

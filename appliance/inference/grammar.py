@@ -16,7 +16,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from appliance.inference.chat import ModelError
+from appliance.core.ports import ModelError
 
 _INTEGER_BOUNDS = {"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}
 _LOOSE_CHAR = r'char ::= [^"\\] |'
@@ -28,7 +28,8 @@ def schema_grammar(schema: Mapping[str, Any]) -> str:
     from llama_cpp.llama_grammar import json_schema_to_gbnf
 
     try:
-        return json_schema_to_gbnf(json.dumps(for_grammar(schema))).replace(_LOOSE_CHAR, _STRICT_CHAR, 1)
+        grammar: str = json_schema_to_gbnf(json.dumps(for_grammar(schema)))  # typed Any by llama-cpp-python
+        return grammar.replace(_LOOSE_CHAR, _STRICT_CHAR, 1)
     except (ValueError, RuntimeError, KeyError, TypeError) as exc:
         raise ModelError(f"cannot make a grammar from the schema: {exc}") from None
 
@@ -65,34 +66,3 @@ def clean_strings(value: Any) -> Any:
     if isinstance(value, dict):
         return {clean_strings(k): clean_strings(v) for k, v in value.items()}
     return value
-
-
-def answer_budget(schema: Mapping[str, Any]) -> int:
-    """Tokens enough for the longest answer the schema allows (a token is at least one character).
-
-    Under the grammar a bounded schema cannot run on: strings stop at ``maxLength``, arrays at
-    ``maxItems``. So this budget never cuts a valid answer short; the call's deadline bounds its time, and
-    llama.cpp caps it at the room left in the context.
-    """
-    return int(_chars(schema) * 1.1) + 16
-
-
-def _chars(schema: Any) -> int:
-    if not isinstance(schema, Mapping):
-        return 16
-    if "enum" in schema:
-        return max(len(json.dumps(v)) for v in schema["enum"])
-    kind = schema.get("type")
-    if kind == "string":
-        return int(schema.get("maxLength", 256)) + 2
-    if kind == "integer":
-        return max(len(str(schema.get("maximum", 10**9))), len(str(schema.get("minimum", 0)))) + 1
-    if kind == "number":
-        return 24
-    if kind == "boolean":
-        return 5
-    if kind == "array":
-        return int(schema.get("maxItems", 16)) * (_chars(schema.get("items", {})) + 2) + 2
-    if kind == "object":
-        return sum(len(key) + 4 + _chars(value) for key, value in schema.get("properties", {}).items()) + 2
-    return 16

@@ -10,6 +10,7 @@ the whole file's sha256, and moves the file into place atomically. Nothing here 
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import importlib.util
 import json
@@ -22,6 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
+from appliance.config import InferenceSettings, Settings
 from appliance.errors import ConfigError, KumihoError
 from appliance.inference.models import manifest, verified
 
@@ -34,24 +36,30 @@ def chat_models() -> dict[str, dict[str, Any]]:
     return dict(sorted(models.items(), key=lambda item: not item[1].get("default", False)))
 
 
-def configured_chat_model(settings: Any) -> str:
+def configured_chat_model(conf: InferenceSettings) -> str:
     """The manifest model ``[inference] model_name`` names, or the default one."""
     models = chat_models()
-    name = settings.inference.model_name or next(iter(models))
+    name = conf.model_name or next(iter(models))
     if name not in models:
         raise ConfigError(f"inference.model_name: {name!r} is not in the manifest; choose one of "
                           f"{', '.join(models)} (`kumiho-ce models list`)")
     return name
 
 
-def models_dir(settings: Any) -> Path:
+def models_dir(settings: Settings) -> Path:
     return Path(settings.data_dir) / "models"
 
 
-def installed_path(settings: Any, name: str) -> Path | None:
-    """Where model ``name`` is, when it is there with the right size (the sha256 is checked at load)."""
+def installed_path(settings: Settings, name: str) -> Path | None:
+    """Where model ``name`` is in the data directory, when it is there with the right size."""
+    return installed_file(models_dir(settings), name)
+
+
+def installed_file(directory: Path, name: str) -> Path | None:
+    """Where model ``name`` is in ``directory``, when it is there with the right size (the sha256 is checked
+    at load)."""
     entry = chat_models()[name]
-    path = models_dir(settings) / entry["file"]
+    path = directory / entry["file"]
     return path if path.is_file() and path.stat().st_size == entry["size"] else None
 
 
@@ -90,7 +98,7 @@ def assemble(name: str, entry: dict[str, Any], dest_dir: Path, source: Path | No
              report: IO[str] | None = None) -> Path:
     """Join ``entry``'s parts into ``dest_dir/entry['file']``, checking each part and the whole by sha256."""
     dest_dir.mkdir(parents=True, exist_ok=True)
-    target = dest_dir / entry["file"]
+    target: Path = dest_dir / entry["file"]
     partial = target.with_name(target.name + ".partial")
     whole = hashlib.sha256()
     try:
@@ -98,7 +106,7 @@ def assemble(name: str, entry: dict[str, Any], dest_dir: Path, source: Path | No
             for i, part in enumerate(entry["parts"], 1):
                 digest, size = hashlib.sha256(), 0
                 with _open_part(part, source) as handle:
-                    for block in iter(lambda h=handle: h.read(BLOCK), b""):
+                    for block in iter(functools.partial(handle.read, BLOCK), b""):
                         digest.update(block)
                         whole.update(block)
                         size += len(block)
@@ -139,7 +147,7 @@ def add_parser(commands: Any) -> None:
     missing.add_argument("name", nargs="?", help="model name (default: the default model)")
 
 
-def run(args: argparse.Namespace, settings: Any) -> int:
+def run(args: argparse.Namespace, settings: Settings) -> int:
     models = chat_models()
     if args.models_command == "list":
         rows = [{"name": name, "default": bool(e.get("default")), "role": e["role"], "size": e["size"],
@@ -170,7 +178,7 @@ def run(args: argparse.Namespace, settings: Any) -> int:
     return 0
 
 
-def verify_installed(settings: Any, name: str) -> Path:
+def verify_installed(settings: Settings, name: str) -> Path:
     """The installed file of ``name``, sha256-checked; a ``KumihoError`` that says what to run otherwise."""
     entry = chat_models()[name]
     path = models_dir(settings) / entry["file"]

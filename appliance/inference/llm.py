@@ -19,7 +19,6 @@
 from __future__ import annotations
 
 import atexit
-import importlib.util
 import json
 import logging
 import os
@@ -31,10 +30,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from appliance.errors import ConfigError, KumihoError
-from appliance.inference import sampling
-from appliance.inference.chat import (
-    ChatModel,
+from appliance.core.ports import (
     Message,
     ModelBusy,
     ModelCancelled,
@@ -43,12 +39,12 @@ from appliance.inference.chat import (
     ModelStatus,
     ModelTimeout,
     ModelUnavailable,
-    NoModel,
     Progress,
     State,
-    check_schema,
-    parse_json_answer,
 )
+from appliance.errors import KumihoError
+from appliance.inference import sampling
+from appliance.inference.chat import check_schema, parse_json_answer
 from appliance.inference.grammar import schema_grammar
 from appliance.inference.models import verified
 
@@ -82,7 +78,7 @@ class LlamaModel:
         self.path = Path(path)
         self.model_id = model_id or self.path.name
         self._sha256, self._size = sha256, size
-        self._params = {"n_ctx": context_tokens, "seed": seed}
+        self.context_tokens = context_tokens
         self._seed = seed
         self.threads = threads
         self.batch_threads = batch_threads
@@ -174,8 +170,9 @@ class LlamaModel:
                 verified(self.path, self._sha256, self._size)
                 self._verified = True
             started = time.perf_counter()
-            llm = Llama(model_path=str(self.path), n_threads=self.threads or default_threads(),
-                        n_threads_batch=self.batch_threads or os.cpu_count() or 1, verbose=False, **self._params)
+            llm = Llama(model_path=str(self.path), n_ctx=self.context_tokens, seed=self._seed,
+                        n_threads=self.threads or default_threads(),
+                        n_threads_batch=self.batch_threads or os.cpu_count() or 1, verbose=False)
         except KumihoError as exc:
             raise self._load_failed(exc.message) from None
         except (ValueError, RuntimeError, OSError) as exc:
@@ -354,49 +351,5 @@ def _close_devnull_at_exit() -> None:
     """llama-cpp-python opens two /dev/null files at import (to silence loading) and never closes them."""
     from llama_cpp import _utils
 
-    atexit.register(lambda: [f.close() for f in (_utils.outnull_file, _utils.errnull_file)])
-
-
-def chat_model_from_settings(settings: Any) -> ChatModel:
-    """The chat model the configuration names (``[inference]``), or a ``NoModel`` that says why there is none.
-
-    Nothing is loaded here: ``LlamaModel`` loads on its first call. ``response_cache.with_response_cache``
-    puts seed 001's response cache in front when the configuration enables it.
-    """
-    from appliance.inference.install import chat_models, configured_chat_model, installed_path
-
-    conf = settings.inference
-    if conf.chat_model == "none":
-        return NoModel("disabled by the configuration (inference.chat_model = \"none\")")
-    if conf.chat_model == "endpoint":
-        from appliance.inference.remote import EndpointModel
-
-        if not conf.endpoint_url:
-            return NoModel("inference.chat_model = \"endpoint\" needs inference.endpoint_url")
-        key = conf.endpoint_api_key.get_secret_value() if conf.endpoint_api_key else None
-        try:
-            return EndpointModel(conf.endpoint_url, conf.endpoint_model, api_key=key,
-                                 request_timeout=conf.request_timeout_seconds,
-                                 allow_remote=conf.allow_remote_endpoints)
-        except KumihoError as exc:  # a configuration error: the appliance refuses to start with it
-            raise ConfigError(f"inference.endpoint_url: {exc.message}") from None
-    if importlib.util.find_spec("llama_cpp") is None:  # not imported here: that loads the library
-        return NoModel("llama-cpp-python is not installed; run `make install`")
-    options = {"context_tokens": conf.context_tokens, "threads": conf.threads, "batch_threads": conf.batch_threads,
-               "idle_unload_seconds": conf.idle_unload_seconds, "queue_timeout": conf.queue_timeout_seconds,
-               "max_waiting": conf.max_waiting, "request_timeout": conf.request_timeout_seconds}
-    if conf.chat_model == "gguf":
-        if conf.model_path is None:
-            return NoModel("inference.chat_model = \"gguf\" needs inference.model_path")
-        if not conf.model_path.is_file():
-            return NoModel(f"inference.model_path {conf.model_path} does not exist")
-        pinned = f"@{conf.model_sha256[:12]}" if conf.model_sha256 else ""
-        return LlamaModel(conf.model_path, model_id=f"gguf:{conf.model_path.name}{pinned}",
-                          sha256=conf.model_sha256, **options)
-    name = configured_chat_model(settings)
-    entry = chat_models()[name]
-    path = installed_path(settings, name)
-    if path is None:
-        return NoModel(f"the model {name} is not installed: run `kumiho-ce models install {name}` (`make install` "
-                       "installs the default one), or set inference.chat_model = \"gguf\" and model_path")
-    return LlamaModel(path, model_id=name, sha256=entry["sha256"], size=entry["size"], **options)
+    atexit.register(_utils.outnull_file.close)
+    atexit.register(_utils.errnull_file.close)

@@ -95,24 +95,25 @@ class PiiRedactor:
         self.model = model
         self.ner = ner
         self.batch_size = batch_size
-        self._nlp: Any = None
-        self._lexicon: _Lexicon | None = None
+        self._pipeline: tuple[Any, _Lexicon] | None = None  # spaCy's pipeline and its name lexicon
         self._load_lock = threading.Lock()
         self._run_lock = threading.Lock()
 
     @property
     def loaded(self) -> bool:
-        return self._nlp is not None
+        return self._pipeline is not None
 
     def load(self) -> Any:
         """The spaCy pipeline, loaded on the first call (thread-safe)."""
-        if self._nlp is None:
+        return self._loaded()[0]
+
+    def _loaded(self) -> tuple[Any, _Lexicon]:
+        if self._pipeline is None:
             with self._load_lock:
-                if self._nlp is None:
+                if self._pipeline is None:
                     nlp = _load(self.model)
-                    self._lexicon = _Lexicon(nlp)
-                    self._nlp = nlp
-        return self._nlp
+                    self._pipeline = nlp, _Lexicon(nlp)
+        return self._pipeline
 
     def redact(self, text: str) -> tuple[str, list[Span]]:
         return self.redact_many([text])[0]
@@ -136,14 +137,14 @@ class PiiRedactor:
         texts = [text if isinstance(text, str) else str(text) for text in texts]
         found = [pattern_spans(text) for text in texts]
         if self.ner and texts:
-            nlp = self.load()
+            nlp, lexicon = self._loaded()
             masked = [_mask(text, spans) for text, spans in zip(texts, found, strict=True)]
             pieces = [(i, base, piece) for i, m in enumerate(masked) for base, piece in _pieces(m.text)]
             with self._run_lock:
                 docs = nlp.pipe((piece for _, _, piece in pieces), batch_size=self.batch_size)
-                names = [(i, base, _names(doc, self._lexicon)) for (i, base, _), doc in zip(pieces, docs, strict=True)]
-            for i, base, spans in names:
-                for start, end in spans:
+                names = [(i, base, _names(doc, lexicon)) for (i, base, _), doc in zip(pieces, docs, strict=True)]
+            for i, base, name_spans in names:
+                for start, end in name_spans:
                     original = masked[i].original(base + start, base + end)
                     if original is not None:
                         found[i].append((*original, "PERSON"))
@@ -446,7 +447,7 @@ def run_jsonl(redactor: PiiRedactor, source: IO[bytes], sink: IO[bytes], *, batc
             number += 1
             text, error = _parse_line(raw)
             parsed.append((number, text, error))
-        results = iter(redactor.redact_many([text for _, text, error in parsed if error is None]))
+        results = iter(redactor.redact_many([text for _, text, _ in parsed if text is not None]))  # the good lines
         out = []
         for line, _, error in parsed:
             if error is not None:

@@ -32,8 +32,7 @@ from typing import Any
 
 import httpx
 
-from appliance.errors import InvalidArgument
-from appliance.inference.chat import (
+from appliance.core.ports import (
     Message,
     ModelCancelled,
     ModelError,
@@ -42,9 +41,9 @@ from appliance.inference.chat import (
     ModelTimeout,
     ModelUnavailable,
     Progress,
-    check_schema,
-    parse_json_answer,
 )
+from appliance.errors import InvalidArgument
+from appliance.inference.chat import check_schema, parse_json_answer
 
 log = logging.getLogger(__name__)
 

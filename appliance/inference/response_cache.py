@@ -19,7 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from appliance.inference.chat import ChatModel, Message, ModelStatus, NoModel, Progress
+from appliance.config import MemorySettings, Settings
+from appliance.core.ports import ChatModel, Message, ModelStatus, NoModel, Progress
 
 _MISS = object()
 
@@ -43,7 +44,7 @@ class ResponseCache:
                              "stored REAL NOT NULL, used REAL NOT NULL)")
 
     @classmethod
-    def from_settings(cls, memory: Any, data_dir: Path | None = None,
+    def from_settings(cls, memory: MemorySettings, data_dir: Path | None = None,
                       clock: Callable[[], float] = time.time) -> ResponseCache | None:
         """The cache ``[memory]`` asks for (None when disabled); persisted under ``data_dir`` when given."""
         if not memory.response_cache_enabled:
@@ -148,7 +149,7 @@ class CachedModel:
                              temperature=temperature)
         cached = self.cache.get(key)
         if cached is not None:
-            return cached  # type: ignore[no-any-return]
+            return cached  # type: ignore[no-any-return]  # what complete_json returned for this key
         answer = self.model.complete_json(messages, schema, max_tokens=max_tokens, timeout=timeout, cancel=cancel,
                                           temperature=temperature, progress=progress)
         self.cache.put(key, answer)
@@ -161,7 +162,7 @@ class CachedModel:
                              temperature=temperature)
         cached = self.cache.get(key)
         if cached is not None:
-            return cached  # type: ignore[no-any-return]
+            return cached  # type: ignore[no-any-return]  # what complete_text returned for this key
         answer = self.model.complete_text(messages, max_tokens=max_tokens, timeout=timeout, cancel=cancel,
                                           temperature=temperature, progress=progress)
         self.cache.put(key, answer)
@@ -171,7 +172,7 @@ class CachedModel:
         return self.model.status()
 
 
-def with_response_cache(settings: Any, model: ChatModel, clock: Callable[[], float] = time.time) -> ChatModel:
+def with_response_cache(settings: Settings, model: ChatModel, clock: Callable[[], float] = time.time) -> ChatModel:
     """``model`` behind the response cache when ``[memory] response_cache_enabled`` (persisted in the data
     directory); ``model`` itself otherwise, or when it is a ``NoModel``."""
     if isinstance(model, NoModel):

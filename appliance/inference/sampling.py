@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from appliance.inference.chat import ModelOutputError
+from appliance.core.ports import ModelOutputError
 
 TOP_K, TOP_P, MIN_P = 40, 0.95, 0.05  # llama-cpp-python's defaults for temperature > 0
 
@@ -46,7 +46,8 @@ def generate(llm: Any, prompt: Sequence[int], *, max_tokens: int, temperature: f
                                               selected=-1, sorted=False)
 
     def allowed(token: int) -> bool:
-        one[0].id, one[0].logit, one[0].p = token, 0.0, 0.0
+        # ctypes converts Python numbers on assignment; llama-cpp-python annotates the fields with ctypes types
+        one[0].id, one[0].logit, one[0].p = token, 0.0, 0.0  # type: ignore[assignment]
         single.size, single.selected, single.sorted = 1, -1, False
         llama_cpp.llama_sampler_apply(rules, ctypes.byref(single))
         return not math.isinf(one[0].logit)

@@ -16,8 +16,9 @@ from typing import Any
 import httpx
 
 from appliance.config import Settings
+from appliance.core.ports import ChatModel
 from appliance.errors import InvalidArgument
-from appliance.inference.chat import ChatModel
+from appliance.inference.factory import chat_model
 
 LOCAL = ("", "local", "llama.cpp", "llamacpp", "llama_cpp", "kumiho-ce")
 ENDPOINT = ("openai", "openai-compatible", "endpoint", "llama-server", "ollama", "vllm", "lmstudio")
@@ -43,7 +44,7 @@ def model_for_call(settings: Settings, default: ChatModel, args: dict[str, Any])
 
 def _manifest_model(settings: Settings, default: ChatModel, name: str) -> ChatModel:
     """A manifest model by name, installed; never a path (the one refusal does not depend on the file system)."""
-    from appliance.inference.install import chat_models, installed_path
+    from appliance.inference.install import chat_models, installed_path, models_dir
 
     models = chat_models()
     if name not in models:
@@ -55,12 +56,8 @@ def _manifest_model(settings: Settings, default: ChatModel, name: str) -> ChatMo
         raise InvalidArgument(f"model: {name} is not installed; the operator installs it with `kumiho-ce models "
                               f"install {name}`, or omit model for the configured one ({default.model_id})",
                               field="model")
-    from appliance.inference.llm import LlamaModel
-
-    conf, entry = settings.inference, models[name]
-    return LlamaModel(path, model_id=name, sha256=entry["sha256"], size=entry["size"],
-                      context_tokens=conf.context_tokens, threads=conf.threads, batch_threads=conf.batch_threads,
-                      request_timeout=conf.request_timeout_seconds)
+    return chat_model(settings.inference.model_copy(update={"chat_model": "default", "model_name": name}),
+                      models_dir(settings))
 
 
 def _configured_endpoint(settings: Settings, default: ChatModel, name: str, base_url: str) -> ChatModel:
@@ -77,11 +74,9 @@ def _configured_endpoint(settings: Settings, default: ChatModel, name: str, base
                               "(inference.endpoint_model); omit model to use it", field="model")
     if conf.chat_model == "endpoint":
         return default
-    from appliance.inference.remote import EndpointModel
+    from appliance.inference.install import models_dir
 
-    key = conf.endpoint_api_key.get_secret_value() if conf.endpoint_api_key else None
-    return EndpointModel(conf.endpoint_url, conf.endpoint_model, api_key=key,
-                         request_timeout=conf.request_timeout_seconds, allow_remote=conf.allow_remote_endpoints)
+    return chat_model(conf.model_copy(update={"chat_model": "endpoint"}), models_dir(settings))
 
 
 def _same_url(given: str, configured: str) -> bool:

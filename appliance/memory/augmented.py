@@ -9,11 +9,10 @@ import dataclasses
 import time
 from typing import Any
 
+from appliance.core.ports import ChatModel, ModelError, answer_budget
 from appliance.errors import NotFound
 from appliance.graph import GraphStore
 from appliance.inference import prompts
-from appliance.inference.chat import ChatModel, ModelError
-from appliance.inference.grammar import answer_budget
 from appliance.memory import records
 from appliance.memory.recall import Recaller, RecallQuery
 

@@ -16,10 +16,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from appliance.core.ports import ChatModel, Progress, answer_budget
 from appliance.errors import InvalidArgument
 from appliance.inference import prompts
-from appliance.inference.chat import ChatModel, Progress
-from appliance.inference.grammar import answer_budget
 from appliance.jobs import Job
 from appliance.memory import records
 from appliance.memory.sessions import after_consolidation, recalled

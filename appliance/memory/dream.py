@@ -27,12 +27,11 @@ from typing import Any
 
 from appliance.core import names
 from appliance.core.model import Revision
+from appliance.core.ports import ChatModel, ModelCancelled, ModelError, answer_budget
 from appliance.errors import InvalidArgument, KumihoError, NotFound
 from appliance.fsutil import inside, write_durably
 from appliance.graph import GraphStore
 from appliance.inference import prompts
-from appliance.inference.chat import ChatModel, ModelCancelled, ModelError
-from appliance.inference.grammar import answer_budget
 from appliance.memory import records
 
 CURSOR_SPACE = "_dream_state"

@@ -10,10 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from appliance.core import kref as krefs
+from appliance.core.ports import ChatModel, ModelTimeout, answer_budget
 from appliance.graph import GraphStore
 from appliance.inference import prompts
-from appliance.inference.chat import ChatModel, ModelTimeout
-from appliance.inference.grammar import answer_budget
 from appliance.memory import records
 from appliance.memory.recall import Recaller, RecallQuery
 

@@ -15,9 +15,9 @@ from typing import Any
 
 from appliance.core import kref as krefs
 from appliance.core import redaction
+from appliance.core.ports import ChatModel, ModelError, model_status
 from appliance.errors import InvalidArgument, KumihoError
 from appliance.graph import GraphStore
-from appliance.inference.chat import ChatModel, ModelError, model_status
 from appliance.jobs import Job, JobQueue
 from appliance.memory.client import Client
 from appliance.memory.dream import DreamParams, DreamState

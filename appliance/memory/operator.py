@@ -9,7 +9,8 @@ from typing import Any
 from appliance.core import kref as krefs
 from appliance.errors import InvalidArgument
 from appliance.memory import records, views
-from appliance.memory.service import Client, MemoryService
+from appliance.memory.client import Client
+from appliance.memory.service import MemoryService
 from appliance.memory.spaces import project_of
 
 GRAPH_MAX = 500

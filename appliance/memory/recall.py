@@ -34,7 +34,7 @@ class RecallQuery:
 
 
 class Recaller:
-    def __init__(self, graph: GraphStore, search: SearchService, *, wait_for_index: Callable[[], None],
+    def __init__(self, graph: GraphStore, search: SearchService, *, wait_for_index: Callable[[], object],
                  clock: Callable[[], datetime], default_half_life: float = ranking.DEFAULT_HALF_LIFE_DAYS
                  ) -> None:
         self.graph, self.search = graph, search

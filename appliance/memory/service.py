@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from appliance.core import kref as krefs
+from appliance.core.ports import ChatModel, NoModel
 from appliance.core.search import SearchFilter, SearchRequest
 from appliance.errors import InvalidArgument, NotFound
 from appliance.graph import GraphStore
-from appliance.inference.chat import ChatModel, NoModel
 from appliance.jobs import JobQueue
 from appliance.memory import records, views
 from appliance.memory.augmented import augmented_recall

@@ -314,7 +314,7 @@ class WorkingMemory:
             row = conn.execute("SELECT session_id, claimed_at FROM active_pointers WHERE context = ? AND user = ?",
                                (context, user)).fetchone()
             if row and not self._expired(row[1]):
-                return row[0]
+                return str(row[0])
             conn.execute("INSERT OR REPLACE INTO active_pointers VALUES (?, ?, ?, ?)",
                          (context, user, session_id, iso(self._now())))
         return session_id
@@ -334,8 +334,8 @@ class WorkingMemory:
 
     def next_sequence(self, user: str, date_str: str) -> int:
         with self._tx() as conn:
-            return conn.execute("INSERT INTO sequences VALUES (?, ?, 1) ON CONFLICT DO UPDATE "
-                                "SET value = value + 1 RETURNING value", (user, date_str)).fetchall()[0][0]
+            return int(conn.execute("INSERT INTO sequences VALUES (?, ?, 1) ON CONFLICT DO UPDATE "
+                                    "SET value = value + 1 RETURNING value", (user, date_str)).fetchall()[0][0])
 
     def generation(self, base_session_id: str) -> int:
         rows = self._query("SELECT value FROM generations WHERE base = ?", (base_session_id,))
@@ -343,5 +343,5 @@ class WorkingMemory:
 
     def bump_generation(self, base_session_id: str) -> int:
         with self._tx() as conn:
-            return conn.execute("INSERT INTO generations VALUES (?, 1) ON CONFLICT DO UPDATE "
-                                "SET value = value + 1 RETURNING value", (base_session_id,)).fetchall()[0][0]
+            return int(conn.execute("INSERT INTO generations VALUES (?, 1) ON CONFLICT DO UPDATE "
+                                    "SET value = value + 1 RETURNING value", (base_session_id,)).fetchall()[0][0])

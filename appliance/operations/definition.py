@@ -68,11 +68,11 @@ def input_schema(model: type[Input]) -> dict[str, Any]:
     resolve references), optional fields as their type (no ``null``), a default only where one is useful."""
     schema = model.model_json_schema(schema_generator=_PlainSchema)
     definitions = schema.pop("$defs", {})
-    schema = _inline(schema, definitions)
-    schema.setdefault("required", [])
-    if "maxProperties" in schema:
-        schema["maxProperties"] = MAX_ARGUMENTS
-    return schema
+    inlined: dict[str, Any] = _inline(schema, definitions)
+    inlined.setdefault("required", [])
+    if "maxProperties" in inlined:
+        inlined["maxProperties"] = MAX_ARGUMENTS
+    return inlined
 
 
 class _PlainSchema(GenerateJsonSchema):

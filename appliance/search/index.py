@@ -168,7 +168,7 @@ class SearchIndex:
     def fragmented(self, small: int = 32) -> bool:
         """Whether many small files have piled up (each write adds one): time to compact."""
         try:
-            stats = self._table.stats()
+            stats: Any = self._table.stats()  # a dict, although lancedb annotates a dataclass
         except Exception:  # statistics are an optimisation hint only
             return True
         return int(stats.get("fragment_stats", {}).get("num_small_fragments", 0)) > small

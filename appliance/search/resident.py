@@ -336,8 +336,11 @@ class ResidentTable:
 
     def _fold(self, extra: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None) -> None:
         """CSR + delta (+ ``extra`` postings) → a new CSR without stale or dead postings."""
-        terms = [np.repeat(np.arange(len(self._offsets) - 1, dtype=np.int64), np.diff(self._offsets))]
-        slots, tfs, versions = [self._slots.astype(np.int64)], [self._tf], [self._versions]
+        terms: list[np.ndarray] = [np.repeat(np.arange(len(self._offsets) - 1, dtype=np.int64),
+                                             np.diff(self._offsets))]
+        slots: list[np.ndarray] = [self._slots.astype(np.int64)]
+        tfs: list[np.ndarray] = [self._tf]
+        versions: list[np.ndarray] = [self._versions]
         if self._delta:
             tids = list(self._delta)
             entries = [self._delta[t] for t in tids]

@@ -7,9 +7,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from appliance.core import scoring
+from appliance.core.ports import Embedder
 from appliance.core.scoring import Scored
 from appliance.core.search import SearchRequest
-from appliance.inference.embedding import Embedder
 from appliance.search.index import Hit, SearchIndex
 
 POOL = 50  # candidates each leg contributes before fusion

@@ -7,9 +7,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from appliance.core.ports import Embedder
 from appliance.core.search import ancestors, searchable_text
 from appliance.graph import GraphStore, IndexDoc
-from appliance.inference.embedding import Embedder
 from appliance.search.index import IndexRow, SearchIndex
 
 log = logging.getLogger(__name__)

@@ -117,10 +117,10 @@ def front_door(policy: DoorPolicy) -> Callable[[ASGIApp], ASGIApp]:
             origin = _header(headers, b"origin")
             cors = origin is not None and origin.lower().rstrip(b"/").decode("latin-1") in policy.cors_origins
             if cors and scope["method"] == "OPTIONS" and _header(headers, b"access-control-request-method"):
-                await _preflight(send, origin)  # type: ignore[arg-type]
+                await _preflight(send, origin)  # type: ignore[arg-type]  # cors: origin is not None
                 return
             if cors:
-                send = _with_cors(send, origin)  # type: ignore[arg-type]
+                send = _with_cors(send, origin)  # type: ignore[arg-type]  # cors: origin is not None
             await app(scope, receive, send)
 
         return door

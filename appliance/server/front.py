@@ -79,7 +79,7 @@ class FrontListener:
 
     @property
     def address(self) -> tuple[str, int]:
-        return self._sock.getsockname()[:2]  # type: ignore[no-any-return]
+        return self._sock.getsockname()[:2]  # type: ignore[no-any-return]  # (host, port) of an IP socket
 
     async def start(self) -> None:
         self._accepting = asyncio.get_running_loop().create_task(self._accept_loop())

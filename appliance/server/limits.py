@@ -56,6 +56,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         self._headers_ended = False
         self._deadline: asyncio.TimerHandle | None = None
 
+    # asyncio passes the transport it made for this protocol: a stream (Transport), not any BaseTransport
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._arm(self.limits.header_timeout)

@@ -63,6 +63,7 @@ class ApplianceServer(uvicorn.Server):
         config = self.config
 
         def create_protocol(head: bytes) -> asyncio.Protocol:
+            # uvicorn types the class as asyncio.Protocol; its HTTP protocols take these arguments
             return config.http_protocol_class(  # type: ignore[call-arg]
                 config=config, server_state=self.server_state, app_state=self.lifespan.state, head=head
             )

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from appliance.config import Settings
+from appliance.core.ports import ChatModel
 from appliance.errors import InvalidArgument
 from appliance.graph import GraphStore
-from appliance.inference.chat import ChatModel
 from appliance.jobs import JobQueue
 from appliance.memory.cache import RecallCache
 from appliance.memory.client import Client

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from appliance.inference.chat import ChatModel, ModelError, model_status
+from appliance.core.ports import ChatModel, ModelError, model_status
 from appliance.jobs import Job, JobQueue
 from appliance.memory.model_tools import NO_MODEL
 

@@ -6,17 +6,16 @@ import threading
 
 import pytest
 
-from appliance.inference.chat import (
+from appliance.core.ports import (
     ModelCancelled,
     ModelError,
     ModelOutputError,
     ModelTimeout,
     ModelUnavailable,
     NoModel,
-    ScriptedCall,
-    ScriptedModel,
     model_status,
 )
+from appliance.inference.chat import ScriptedCall, ScriptedModel
 from appliance.inference.llm import SMOKE_SCHEMA
 
 ASK = [{"role": "user", "content": "hello"}]

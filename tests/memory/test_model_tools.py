@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from appliance.inference.chat import ModelOutputError, ScriptedCall, ScriptedModel
+from appliance.core.ports import ModelOutputError
+from appliance.inference.chat import ScriptedCall, ScriptedModel
 from appliance.maintenance import Maintenance, next_daily
 from tests.inprocess import InProcess, serve_in_process, wait_job
 from tests.mcp_api.clients import call, in_http_session

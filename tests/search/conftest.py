@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from appliance.core.ports import Embedder
 from appliance.graph import GraphStore
-from appliance.inference.embedding import Embedder, HashingEmbedder
+from appliance.inference.embedding import HashingEmbedder
 from appliance.search.index import SearchIndex
 from appliance.search.service import SearchService
 from appliance.search.sync import IndexSync
