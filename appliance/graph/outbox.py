@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from appliance.graph._support import StoreBase, item_of, loads, to_kref
+from appliance.graph._support import REMOVALS, StoreBase, item_of, loads, to_kref
 from appliance.graph.engine import Tx
 
 
@@ -79,3 +79,30 @@ class OutboxStore(StoreBase):
     def pending_count(self) -> int:
         return int(self._engine.read(lambda tx: tx.scalar(
             "MATCH (r:Revision) WHERE NOT r.indexed RETURN count(r)")))
+
+    # -- removals: rows of revisions that are gone from the graph ------------------------------------------
+    def last_event(self) -> int:
+        """The sequence number of the newest audit-trail entry (0 when there is none)."""
+        return int(self._engine.read(lambda tx: tx.scalar("MATCH (e:Event) RETURN max(e.seq)")) or 0)
+
+    def removals_since(self, after: int) -> tuple[list[str], int]:
+        """The krefs that removals recorded after entry ``after`` name (revisions, items, spaces, projects),
+        oldest first, and the entry to read after next time."""
+        def job(tx: Tx) -> tuple[list[str], int]:
+            newest = int(tx.scalar("MATCH (e:Event) RETURN max(e.seq)") or 0)
+            rows = tx.rows("MATCH (e:Event) WHERE e.seq > $after AND e.seq <= $newest AND e.routing_key IN $keys "
+                           "RETURN e.kref ORDER BY e.seq", {"after": after, "newest": newest, "keys": list(REMOVALS)})
+            return [r[0] for r in rows], max(newest, after)
+
+        return self._engine.read(job)
+
+    def missing_revisions(self, revision_krefs: list[str]) -> list[str]:
+        """Those of ``revision_krefs`` that name no revision (any more)."""
+        missing = []
+        for start in range(0, len(revision_krefs), 1000):
+            chunk = revision_krefs[start: start + 1000]
+            ids = [k[len("kref://"):] for k in chunk]
+            present = {to_kref(r[0]) for r in self._engine.read(lambda tx, ids=ids: tx.rows(
+                "MATCH (r:Revision) WHERE r.id IN $ids RETURN r.id", {"ids": ids}))}
+            missing += [k for k in chunk if k not in present]
+        return missing

@@ -23,6 +23,7 @@ from appliance.memory.service import MemoryService
 from appliance.memory.working import WorkingMemory
 from appliance.memory.writer import MemoryWriter
 from appliance.search.service import SearchService
+from appliance.services.revisions import RevisionService
 
 Handler = Callable[[Any, Client], dict[str, Any]]  # (the operation's typed input, the caller) → its result
 
@@ -50,7 +51,8 @@ class Parts:
 
 
 def families(parts: Parts) -> list[Family]:
-    return [_Legacy(parts.memory, parts.operator)]
+    return [_Legacy(parts.memory, parts.operator),
+            RevisionService(parts.graph, parts.artifacts.parent)]  # artifacts live in <data dir>/artifacts
 
 
 def handlers(found: Iterable[Family]) -> dict[str, Handler]:
