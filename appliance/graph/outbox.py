@@ -10,6 +10,7 @@ the sync on the next start repairs it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 from appliance.graph._support import REMOVALS, StoreBase, item_of, loads, to_kref
 from appliance.graph.engine import Tx
@@ -98,11 +99,13 @@ class OutboxStore(StoreBase):
 
     def missing_revisions(self, revision_krefs: list[str]) -> list[str]:
         """Those of ``revision_krefs`` that name no revision (any more)."""
+        def present(tx: Tx, chunk: list[str]) -> set[str]:
+            ids = [k[len("kref://"):] for k in chunk]
+            return {to_kref(r[0]) for r in tx.rows("MATCH (r:Revision) WHERE r.id IN $ids RETURN r.id", {"ids": ids})}
+
         missing = []
         for start in range(0, len(revision_krefs), 1000):
             chunk = revision_krefs[start: start + 1000]
-            ids = [k[len("kref://"):] for k in chunk]
-            present = {to_kref(r[0]) for r in self._engine.read(lambda tx, ids=ids: tx.rows(
-                "MATCH (r:Revision) WHERE r.id IN $ids RETURN r.id", {"ids": ids}))}
-            missing += [k for k in chunk if k not in present]
+            found = self._engine.read(partial(present, chunk=chunk))
+            missing += [k for k in chunk if k not in found]
         return missing

@@ -86,24 +86,22 @@ class BundleMemberInput(Input):
     item_kref: Kref
 
 
-_READ = {"read_only": True, "idempotent": True}
-
 OPERATIONS = (
     Operation("kumiho_get_item_revisions", "List an item's revisions",
               "List every revision of an item, newest first (metadata only with include_metadata=true).",
-              ItemRevisionsInput, **_READ),
+              ItemRevisionsInput, read_only=True, idempotent=True),
     Operation("kumiho_get_revision", "Get a revision",
               "Get a revision by kref: ?r=N names one, an item kref means its latest revision, ?t=<tag> the "
               "revision holding that tag.",
-              RevisionInput, **_READ),
+              RevisionInput, read_only=True, idempotent=True),
     Operation("kumiho_get_revision_as_of", "Get a revision as of a time",
               "Time travel: the revision of an item that held a tag at a moment (time as YYYYMMDDHHMM or "
               "ISO-8601), e.g. what was published on June 1st.",
-              RevisionAsOfInput, **_READ),
+              RevisionAsOfInput, read_only=True, idempotent=True),
     Operation("kumiho_batch_get_revisions", "Get several revisions at once",
               "Get many revisions in one call: by revision krefs, or by item krefs and a tag (default latest) "
               "resolved per item. Lists what was not found; allow_partial=false makes any miss an error.",
-              BatchRevisionsInput, **_READ),
+              BatchRevisionsInput, read_only=True, idempotent=True),
     Operation("kumiho_create_revision", "Create a revision",
               "Create the next revision of an item, with string metadata; it becomes latest.",
               CreateRevisionInput),
@@ -120,13 +118,13 @@ OPERATIONS = (
               TagInput, destructive=True, idempotent=True),
     Operation("kumiho_get_artifacts", "List a revision's artifacts",
               "List a revision's artifacts (named file paths or URIs).",
-              ArtifactsInput, **_READ),
+              ArtifactsInput, read_only=True, idempotent=True),
     Operation("kumiho_get_artifact", "Get an artifact",
               "Get one artifact: &a=<name> names it, without it the revision's default artifact.",
-              ArtifactInput, **_READ),
+              ArtifactInput, read_only=True, idempotent=True),
     Operation("kumiho_get_artifacts_by_location", "Find artifacts by file location",
               "Find the artifacts that point to a file path or URI (reverse lookup).",
-              LocationInput, **_READ),
+              LocationInput, read_only=True, idempotent=True),
     Operation("kumiho_create_artifact", "Create an artifact",
               "Attach a named file path or URI to a revision (the file itself is not read or copied).",
               CreateArtifactInput),
@@ -135,7 +133,7 @@ OPERATIONS = (
               ArtifactInput, destructive=True, idempotent=True),
     Operation("kumiho_get_bundle", "Get a bundle",
               "Get a bundle (an item of kind bundle that collects other items).",
-              BundleInput, **_READ),
+              BundleInput, read_only=True, idempotent=True),
     Operation("kumiho_create_bundle", "Create a bundle",
               "Create a bundle in an existing space (the existing one is returned when it is there already).",
               CreateBundleInput),
@@ -147,5 +145,5 @@ OPERATIONS = (
               BundleMemberInput, destructive=True, idempotent=True),
     Operation("kumiho_get_bundle_members", "List bundle members",
               "List a bundle's current members with when and in which bundle revision each was added.",
-              BundleInput, **_READ),
+              BundleInput, read_only=True, idempotent=True),
 )
