@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from functools import partial
 
-from appliance.graph._support import StoreBase, item_of, loads, to_kref
+from appliance.graph._support import REMOVALS, StoreBase, item_of, loads, to_kref
 from appliance.graph.engine import Tx
 
 
@@ -80,3 +81,32 @@ class OutboxStore(StoreBase):
     def pending_count(self) -> int:
         return int(self._engine.read(lambda tx: tx.scalar(
             "MATCH (r:Revision) WHERE NOT r.indexed RETURN count(r)")))
+
+    # -- removals: rows of revisions that are gone from the graph ------------------------------------------
+    def last_event(self) -> int:
+        """The sequence number of the newest audit-trail entry (0 when there is none)."""
+        return int(self._engine.read(lambda tx: tx.scalar("MATCH (e:Event) RETURN max(e.seq)")) or 0)
+
+    def removals_since(self, after: int) -> tuple[list[str], int]:
+        """The krefs that removals recorded after entry ``after`` name (revisions, items, spaces, projects),
+        oldest first, and the entry to read after next time."""
+        def job(tx: Tx) -> tuple[list[str], int]:
+            newest = int(tx.scalar("MATCH (e:Event) RETURN max(e.seq)") or 0)
+            rows = tx.rows("MATCH (e:Event) WHERE e.seq > $after AND e.seq <= $newest AND e.routing_key IN $keys "
+                           "RETURN e.kref ORDER BY e.seq", {"after": after, "newest": newest, "keys": list(REMOVALS)})
+            return [r[0] for r in rows], max(newest, after)
+
+        return self._engine.read(job)
+
+    def missing_revisions(self, revision_krefs: list[str]) -> list[str]:
+        """Those of ``revision_krefs`` that name no revision (any more)."""
+        def present(tx: Tx, chunk: list[str]) -> set[str]:
+            ids = [k[len("kref://"):] for k in chunk]
+            return {to_kref(r[0]) for r in tx.rows("MATCH (r:Revision) WHERE r.id IN $ids RETURN r.id", {"ids": ids})}
+
+        missing = []
+        for start in range(0, len(revision_krefs), 1000):
+            chunk = revision_krefs[start: start + 1000]
+            found = self._engine.read(partial(present, chunk=chunk))
+            missing += [k for k in chunk if k not in found]
+        return missing

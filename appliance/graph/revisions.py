@@ -9,7 +9,7 @@ from typing import Any
 from appliance.core import kref as krefs
 from appliance.core import names
 from appliance.core.model import Page, Revision
-from appliance.errors import InvalidArgument, InvalidKref, KumihoError, NotFound
+from appliance.errors import Conflict, InvalidArgument, InvalidKref, KumihoError, NotFound
 from appliance.graph._support import (
     LOCAL_USER,
     StoreBase,
@@ -29,7 +29,13 @@ from appliance.graph._support import (
     to_kref,
 )
 from appliance.graph.engine import Tx
-from appliance.graph.resolve import locate_item, locate_item_node, locate_revision, selected_revision
+from appliance.graph.resolve import (
+    item_node,
+    locate_item,
+    locate_item_node,
+    locate_revision,
+    selected_revision,
+)
 
 
 @dataclass(frozen=True)
@@ -194,20 +200,37 @@ class RevisionStore(StoreBase):
 
         return self._engine.write(job)
 
-    def delete_revision(self, kref: str) -> bool:
-        """Delete a revision with its artifacts and edges; ``latest`` falls back to the newest left."""
+    def delete_revision(self, kref: str, force: bool = False) -> Revision:
+        """Delete a revision with its artifacts, edges and tag history; ``latest`` falls back to the newest
+        left. Without ``force`` a revision that holds ``published`` or that other revisions link to (their
+        provenance) is kept: ``Conflict`` says what holds it. A bundle's revisions record its membership
+        changes and are never deleted. Returns the revision as it was."""
         parsed = krefs.parse(kref)
 
-        def job(tx: Tx) -> bool:
+        def job(tx: Tx) -> Revision:
             node_id = locate_revision(tx, parsed, self.default_project)
             item = item_of(node_id)
+            revision = self._read_revision(tx, node_id)
+            if item_node(tx, item)["kind"] == names.RESERVED_KIND:
+                raise Conflict(f"{revision.kref} records a change of its bundle's members and cannot be deleted; "
+                               "remove the member instead", field="kref")
+            linked = int(tx.scalar("MATCH (:Revision)-[l:LINK]->(:Revision {id: $id}) RETURN count(l)",
+                                   {"id": node_id}))
+            if not force and (revision.published or linked):
+                held = (["it holds 'published' (tag another revision published first)"] if revision.published
+                        else []) + ([f"{linked} edge(s) from other revisions point to it"] if linked else [])
+                raise Conflict(f"{revision.kref} was kept: {' and '.join(held)}; pass force=true to delete it "
+                               "anyway", field="force")
+            artifacts = [r[0] for r in tx.rows("MATCH (:Revision {id: $id})-[:HAS_ARTIFACT]->(a) RETURN a.name "
+                                               "ORDER BY a.name", {"id": node_id})]
             tx.run("MATCH (:Revision {id: $id})-[:HAS_ARTIFACT]->(a) DETACH DELETE a", {"id": node_id})
             tx.run("MATCH (r:Revision {id: $id}) DETACH DELETE r", {"id": node_id})
             newest = tx.scalar("MATCH (:Item {id: $i})-[:HAS_REVISION]->(r) RETURN max(r.number)", {"i": item})
             if newest is not None and tag_holder(tx, item, names.LATEST) is None:
                 self._move_tag(tx, item, revision_id(item, newest), names.LATEST)
-            self._event(tx, "revision.deleted", to_kref(node_id))
-            return True
+            self._event(tx, "revision.deleted", revision.kref,
+                        {"force": force, "tags": revision.tags, "artifacts": artifacts, "incoming_edges": linked})
+            return revision
 
         return self._engine.write(job)
 
@@ -273,11 +296,39 @@ class RevisionStore(StoreBase):
         return self._engine.read(job)
 
     def revision_by_tag(self, item_kref: str, tag: str = names.PUBLISHED, time: str | None = None) -> Revision:
-        """The revision of an item that holds ``tag`` now, or held it at ``time``."""
+        """The revision of an item that holds ``tag`` now, or held it at ``time`` (``YYYYMMDDHHMM`` or ISO)."""
         parsed = krefs.parse(item_kref, "item_kref").item()
         names.tag(tag)
         moment = krefs.parse_time(time) if time else None
-        return self.get_revision(str(krefs.Kref(parsed.path, parsed.kind, tag=tag, time=moment)))
+        selector = krefs.Kref(parsed.path, parsed.kind, tag=tag, time=moment)  # not via text: a tag may hold '&'
+        return self._engine.read(lambda tx: self._find_revision(tx, selector))
+
+    def batch_revisions(self, revision_krefs: list[str], item_krefs: list[str], tag: str = names.LATEST
+                        ) -> tuple[list[Revision], list[tuple[str, str]]]:
+        """Revisions by kref, and the revision holding ``tag`` of each item, in one read and in the order
+        asked. Returns what was found and, for what was not, (the field naming it, the kref)."""
+        names.tag(tag)
+        wanted: list[tuple[str, str, krefs.Kref]] = []
+        for argument, texts in (("revision_krefs", revision_krefs), ("item_krefs", item_krefs)):
+            for index, text in enumerate(texts):
+                parsed = krefs.parse(text, f"{argument}[{index}]")
+                if argument == "item_krefs":
+                    parsed = krefs.Kref(parsed.path, parsed.kind, tag=tag)
+                wanted.append((f"{argument}[{index}]", text, parsed))
+
+        def job(tx: Tx) -> tuple[list[Revision], list[tuple[str, str]]]:
+            found, missing = [], []
+            for where, text, parsed in wanted:
+                try:
+                    found.append(self._find_revision(tx, parsed))
+                except NotFound:
+                    missing.append((where, text))
+                except KumihoError as exc:  # a kref naming a space, an ambiguous short kref: name the entry
+                    exc.field = where
+                    raise
+            return found, missing
+
+        return self._engine.read(job)
 
     def tag_history(self, item_kref: str, tag: str | None = None) -> list[dict[str, Any]]:
         parsed = krefs.parse(item_kref, "item_kref")

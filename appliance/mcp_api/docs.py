@@ -15,7 +15,16 @@ from appliance.core.patterns import MAX_REQUEST_CHARS as PATTERN_REQUEST_CHARS
 from appliance.core.patterns import MAX_SOURCES as PATTERN_SOURCES
 from appliance.core.patterns import MAX_SPACES as PATTERN_SPACES
 from appliance.core.patterns import SNIPPET_CHARS
-from appliance.errors import AmbiguousKref, InvalidArgument, InvalidKref, KumihoError, NotFound, Unavailable
+from appliance.errors import (
+    AlreadyExists,
+    AmbiguousKref,
+    Conflict,
+    InvalidArgument,
+    InvalidKref,
+    KumihoError,
+    NotFound,
+    Unavailable,
+)
 from appliance.mcp_api.catalogue import tools
 from appliance.mcp_api.server import LIMIT_HEADER, PROJECT_HEADER, SESSION_HEADER
 from appliance.memory.cache import WINDOW_SECONDS
@@ -32,6 +41,7 @@ from appliance.memory.writer import (
     SUMMARY_LIMIT,
 )
 from appliance.operations.definition import Operation
+from appliance.operations.revisions import BATCH_KREFS
 from appliance.operations.sessions import MAX_SUMMARY_OBJECT
 from appliance.operations.validation import MAX_DEPTH, largest_request
 from appliance.services.sessions import CONSOLIDATE_AFTER, INGEST_SHOWN
@@ -257,6 +267,47 @@ GROUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
      "it cites, in its lists or its text, among the request's sources. It answers `{valid, errors, "
      "unsupported_source_krefs, validation_scope: \"structural_only\", semantic_support_verified: false}`: "
      "a problem in the answer is a report, not a tool error."),
+    ("Revisions, tags, artifacts and bundles",
+     ("kumiho_get_item_revisions", "kumiho_get_revision", "kumiho_get_revision_as_of", "kumiho_batch_get_revisions",
+      "kumiho_create_revision", "kumiho_delete_revision", "kumiho_tag_revision", "kumiho_untag_revision",
+      "kumiho_get_artifacts", "kumiho_get_artifact", "kumiho_get_artifacts_by_location", "kumiho_create_artifact",
+      "kumiho_delete_artifact", "kumiho_get_bundle", "kumiho_create_bundle", "kumiho_add_bundle_member",
+      "kumiho_remove_bundle_member", "kumiho_get_bundle_members"),
+     "* Revisions are numbered 1, 2, 3 … per item and never renumbered; `latest` follows the newest one by "
+     "itself (it cannot be applied or removed by hand). Any other tag names at most one revision per item: "
+     "tagging another revision moves it, and every move is kept with its time, so "
+     "`kumiho_get_revision_as_of` answers which revision held a tag at a moment (`time` as `YYYYMMDDHHMM`, "
+     "read as the end of that minute in UTC, or ISO-8601; `not_found` naming `time` when none did).\n"
+     "* `published` marks the accepted revision and moves like any tag; it does not freeze anything: a "
+     "published revision can still get other tags, and its item new revisions (which do not take "
+     "`published` until tagged).\n"
+     "* A kref with `?r=<n>` names a revision; an item kref means its latest revision; `?t=<tag>` the "
+     "revision holding that tag. `kumiho_get_item_revisions` lists every revision, newest first. "
+     "`kumiho_batch_get_revisions` takes up to "
+     f"{BATCH_KREFS} `revision_krefs` and {BATCH_KREFS} `item_krefs` (each item's revision holding `tag`, "
+     "default `latest`), answers in the order asked and lists the krefs it did not find in `not_found`; "
+     "with `allow_partial: false` a miss is a `not_found` error naming the entry (`item_krefs[2]`).\n"
+     "* `kumiho_create_revision` takes an item kref without `?r=` and string metadata. Bundles' revisions "
+     "record their member changes: they are made by adding and removing members, never created or deleted "
+     "directly.\n"
+     "* `kumiho_delete_revision` needs `?r=<n>` and deletes the revision with its artifacts and its edges; "
+     "`latest` falls back to the newest revision left. A revision that holds `published`, or that edges "
+     "from other revisions point to, is kept unless `force: true` (a `conflict` error naming `force` says "
+     "what holds it). The deletion is recorded in the audit trail and the revision's text leaves search "
+     "and recall at once. `kumiho_untag_revision` answers `untagged: false` when the revision did not hold "
+     "the tag.\n"
+     "* An artifact is a name (letters, digits, `.`, `_`, `-`) for a file path or URI: the appliance never "
+     "reads, copies or deletes the file (deleting the artifact leaves it where it is). A location that "
+     "points into the data directory must stay inside it once `..` and symbolic links are resolved "
+     "(otherwise `invalid_argument` naming `location`) and is stored resolved; other locations are kept as "
+     "given. Creating an artifact whose name exists with the same location returns it (`created: false`); "
+     "with another location it is `already_exists`. Without `&a=<name>`, `kumiho_get_artifact` returns the "
+     "revision's default artifact, else its first one.\n"
+     "* A bundle is an item of kind `bundle` in an existing space; creating one that exists returns it "
+     "(`created: false`). Each member added or removed makes a bundle revision whose metadata records "
+     "`action` and `member_item_kref`; adding a member twice is `already_exists`, removing a non-member "
+     "`not_found`. `kumiho_get_bundle_members` lists the current members with `added_in_revision` and the "
+     "bundle's `revision_number`."),
     ("Operator tools", ("memory_engage", "memory_reflect", "memory_retrieve", "memory_search", "memory_fulltext",
                         "memory_get_item", "memory_resolve_kref", "memory_get_revision_by_tag", "memory_store",
                         "memory_graph"),
@@ -321,9 +372,11 @@ def reference_markdown() -> str:
         'whose object is `{"error": {"code", "message", "field?"}}`: `message` says what to change, '
         "`field` names the argument at fault (e.g. `captures[0].title`). Schema violations are reported the "
         "same way. Codes: "
-        + ", ".join(f"`{c}`" for c in (InvalidArgument.code, InvalidKref.code, NotFound.code, AmbiguousKref.code,
-                                       Unavailable.code, KumihoError.code))
-        + f" (`{AmbiguousKref.code}` adds `candidates`; `{Unavailable.code}` means try again shortly, e.g. while "
+        + ", ".join(f"`{c}`" for c in (InvalidArgument.code, InvalidKref.code, NotFound.code, AlreadyExists.code,
+                                       Conflict.code, AmbiguousKref.code, Unavailable.code, KumihoError.code))
+        + f" (`{Conflict.code}`: the request is valid but what it would change is held, e.g. a published "
+        f"revision deleted without `force`; `{AmbiguousKref.code}` adds `candidates`; `{Unavailable.code}` "
+        "means try again shortly, e.g. while "
         f"a damaged search index is being rebuilt; `{KumihoError.code}` is a defect, logged by the appliance, "
         "never a traceback).",
         "",

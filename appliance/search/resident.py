@@ -200,6 +200,10 @@ class ResidentTable:
     def __contains__(self, revision_kref: object) -> bool:
         return revision_kref in self._position
 
+    def krefs(self) -> list[str]:
+        with self._lock:
+            return list(self._position)
+
     # -- writes ---------------------------------------------------------------------------------------
     def load(self, table: pa.Table) -> None:
         """Bulk-add the store's rows (the columns of ``upsert``, as Arrow): columns are coded and the postings

@@ -26,6 +26,7 @@ class Repair:
 class IndexSync:
     def __init__(self, graph: GraphStore, index: SearchIndex, embedder: Embedder, batch: int = 128) -> None:
         self.graph, self.index, self.embedder, self.batch = graph, index, embedder, batch
+        self.removals_read = 0  # the audit-trail entry after which removals are still to be handled
 
     def run_pending(self, progress: Progress | None = None) -> int:
         """Index every revision waiting in the outbox; returns how many rows were written."""
@@ -42,6 +43,18 @@ class IndexSync:
         """Write one batch of outbox entries to the index, then mark them indexed in the graph."""
         self.index.upsert(self._rows(docs))
         self.graph.mark_indexed(docs)
+
+    def remove_deleted(self) -> int:
+        """Drop the rows of revisions that deletions (of revisions, items, spaces, projects) removed from the
+        graph since the last call, as the audit trail records them; returns how many rows went. A row is
+        dropped only when its revision is gone from the graph: a kref that names a new revision again (an
+        item deleted and created anew) keeps its row."""
+        named, self.removals_read = self.graph.removals_since(self.removals_read)
+        if not named:
+            return 0
+        gone = self.graph.missing_revisions(sorted(self.index.revision_krefs_under(named)))
+        self.index.delete(gone)
+        return len(gone)
 
     def _rows(self, docs: list[IndexDoc]) -> list[IndexRow]:
         texts = [searchable_text(d.item_name, d.metadata, d.tags) for d in docs]
@@ -64,6 +77,7 @@ class IndexSync:
     def repair(self, progress: Progress | None = None) -> Repair:
         """Make graph and index agree again (on start, after a crash): drop rows of deleted revisions,
         requeue revisions whose rows are missing, then index everything pending."""
+        self.removals_read = self.graph.last_event()  # removals up to here are in the comparison below
         in_graph = self.graph.revision_krefs()
         in_index = self.index.revision_krefs()
         stale = sorted(in_index - in_graph)

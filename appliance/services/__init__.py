@@ -31,6 +31,7 @@ from appliance.search.service import SearchService
 from appliance.services.consolidation import ConsolidationService
 from appliance.services.model_work import ModelWork
 from appliance.services.patterns import PatternService
+from appliance.services.revisions import RevisionService
 from appliance.services.sessions import SessionService
 from appliance.services.writes import WriteService
 
@@ -66,6 +67,7 @@ def families(parts: Parts) -> list[Family]:
     model = ModelWork(parts.model, parts.jobs, parts.settings.inference.tool_wait_seconds)
     return [writes, SessionService(parts.working, _legacy_recall(parts.memory)),
             ConsolidationService(parts.consolidator, model), PatternService(parts.graph, parts.writer),
+            RevisionService(parts.graph, parts.artifacts.parent),  # artifacts live in <data dir>/artifacts
             _Legacy(parts.memory, parts.operator, writes)]
 
 

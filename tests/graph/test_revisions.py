@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from appliance.errors import InvalidArgument, NotFound
+from appliance.errors import Conflict, InvalidArgument, NotFound
 from appliance.graph import GraphStore, NewArtifact, NewRevision
 from tests.conftest import FakeClock
 
@@ -161,3 +161,41 @@ def test_bulk_write_is_all_or_nothing_for_its_valid_rows(graph: GraphStore, spac
     result = graph.create_revisions(rows)
     assert result.failures.keys() == {50}
     assert graph.stats()["revisions"] == 50
+
+
+def test_deleting_a_published_or_linked_revision_needs_force(graph: GraphStore, item: str) -> None:
+    one, two, three = (graph.create_revision(item) for _ in range(3))
+    graph.tag_revision(two.kref, "published")
+    graph.create_edge(three.kref, one.kref, "DERIVED_FROM")
+    for revision, reason in ((two, "published"), (one, "1 edge")):
+        with pytest.raises(Conflict, match=reason) as caught:
+            graph.delete_revision(revision.kref)
+        assert caught.value.field == "force"
+    assert graph.stats()["revisions"] == 3
+    assert graph.delete_revision(two.kref, force=True).tags == ["published"]  # as it was
+    assert graph.delete_revision(one.kref, force=True).number == 1
+    assert graph.get_edges(three.kref).items == []  # its edges went with it
+    with pytest.raises(NotFound):
+        graph.revision_by_tag(item, "published")
+    assert [e["routing_key"] for e in graph.events(limit=1000)].count("revision.deleted") == 2
+
+
+def test_a_bundle_revision_is_never_deleted(graph: GraphStore, space: str, item: str) -> None:
+    bundle = graph.create_bundle(space, "set")
+    graph.add_bundle_member(bundle.kref, item)
+    with pytest.raises(Conflict, match="bundle"):
+        graph.delete_revision(bundle.kref + "?r=2", force=True)
+
+
+def test_batch_reads_revisions_and_tag_holders_in_order_and_lists_the_misses(graph: GraphStore, item: str,
+                                                                              space: str) -> None:
+    one, two = graph.create_revision(item), graph.create_revision(item)
+    graph.tag_revision(one.kref, "evidence:official&x")  # any tag text: no kref round trip
+    other = graph.create_item(space, "other", "conversation").kref
+    found, missing = graph.batch_revisions([two.kref, item + "?r=7"], [item, other], "evidence:official&x")
+    assert [r.kref for r in found] == [two.kref, one.kref]
+    assert missing == [("revision_krefs[1]", item + "?r=7"), ("item_krefs[1]", other)]
+    assert graph.revision_by_tag(item, "evidence:official&x").number == 1
+    with pytest.raises(InvalidArgument) as caught:
+        graph.batch_revisions([], [item, "kref://x/../y"])
+    assert caught.value.field == "item_krefs[1]"
