@@ -41,7 +41,6 @@ from appliance.mcp_api.server import build_server, session_manager
 from appliance.memory.artifacts import sweep as sweep_artifacts
 from appliance.memory.cache import RecallCache
 from appliance.memory.model_tools import ModelOptions, Redact, patterns_only
-from appliance.memory.operator import OperatorTools
 from appliance.memory.recall import Recaller
 from appliance.memory.service import MemoryService
 from appliance.memory.working import WorkingMemory
@@ -67,7 +66,6 @@ class Services:
     index_worker: IndexWorker
     working: WorkingMemory
     memory: MemoryService
-    operator: OperatorTools
     families: tuple[Family, ...]
     jobs: JobQueue
     model: ChatModel
@@ -118,7 +116,7 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
                 maintenance = Maintenance(parts.memory, jobs, settings.maintenance, settings.kumiho.default_project)
                 maintenance.start()
                 yield Services(settings, data_dir, graph, index, search, worker, working, parts.memory,
-                               parts.operator, tuple(families(parts)), jobs, model, maintenance)
+                               tuple(families(parts)), jobs, model, maintenance)
             finally:
                 if maintenance is not None:
                     maintenance.stop()
@@ -149,13 +147,11 @@ def service_parts(settings: Settings, data_dir: DataDir, graph: GraphStore, sear
                            call_timeout=max(conf.request_timeout_seconds, 300.0),
                            keep_raw_transcripts=settings.maintenance.keep_raw_transcripts,
                            dream_min_age_days=settings.maintenance.dream_state_min_age_days)
-    memory = MemoryService(graph, recaller, writer, working, cache=cache, model=model, jobs=jobs,
+    memory = MemoryService(graph, recaller, writer, working, model=model, jobs=jobs,
                            redact_pii=pii_redactor(settings), artifact_root=artifacts, options=options,
                            model_for=lambda args: model_for_call(settings, model, args), clock=now)
-    operator = OperatorTools(memory, min_relevance=settings.memory.min_relevance_score,
-                             retrieval_limit=settings.kumiho.memory_retrieval_limit)
     return Parts(settings=settings, graph=graph, search=search, working=working, model=model, jobs=jobs,
-                 recaller=recaller, writer=writer, cache=cache, artifacts=artifacts, memory=memory, operator=operator)
+                 recaller=recaller, writer=writer, cache=cache, artifacts=artifacts, memory=memory)
 
 
 def pii_redactor(settings: Settings) -> Redact:

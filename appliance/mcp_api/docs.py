@@ -14,7 +14,6 @@ from appliance.mcp_api.catalogue import tools
 from appliance.mcp_api.server import LIMIT_HEADER, PROJECT_HEADER, SESSION_HEADER
 from appliance.memory.cache import WINDOW_SECONDS
 from appliance.memory.model_tools import NO_MODEL
-from appliance.memory.operator import GRAPH_MAX
 from appliance.memory.service import CAPTURE_TYPES, CONSOLIDATE_AFTER, MAX_METADATA_VALUE, MAX_SUMMARY_OBJECT
 from appliance.memory.working import MAX_MESSAGE_BYTES
 from appliance.memory.writer import (
@@ -27,6 +26,7 @@ from appliance.memory.writer import (
     SUMMARY_LIMIT,
 )
 from appliance.operations.definition import Operation
+from appliance.operations.operator import GRAPH_MAX
 from appliance.operations.validation import MAX_DEPTH, largest_request
 
 COMMAND = "python -m appliance.mcp_api.docs > docs/mcp-tools.md"

@@ -17,12 +17,13 @@ from appliance.inference.chat import ChatModel
 from appliance.jobs import JobQueue
 from appliance.memory.cache import RecallCache
 from appliance.memory.client import Client
-from appliance.memory.operator import OperatorTools
 from appliance.memory.recall import Recaller
 from appliance.memory.service import MemoryService
 from appliance.memory.working import WorkingMemory
 from appliance.memory.writer import MemoryWriter
 from appliance.search.service import SearchService
+from appliance.services.operator import OperatorService
+from appliance.services.recall import RecallService
 
 Handler = Callable[[Any, Client], dict[str, Any]]  # (the operation's typed input, the caller) → its result
 
@@ -46,11 +47,15 @@ class Parts:
     cache: RecallCache
     artifacts: Path
     memory: MemoryService  # the memory tools not yet moved to a family of their own
-    operator: OperatorTools
 
 
 def families(parts: Parts) -> list[Family]:
-    return [_Legacy(parts.memory, parts.operator)]
+    recall = RecallService(parts.graph, parts.recaller, parts.cache, parts.model,
+                           reformulate_seconds=parts.settings.inference.reformulate_timeout_seconds)
+    operator = OperatorService(recall, parts.graph, parts.memory,
+                               min_relevance=parts.settings.memory.min_relevance_score,
+                               retrieval_limit=parts.settings.kumiho.memory_retrieval_limit)
+    return [_Legacy(parts.memory), recall, operator]
 
 
 def handlers(found: Iterable[Family]) -> dict[str, Handler]:
@@ -66,15 +71,13 @@ def handlers(found: Iterable[Family]) -> dict[str, Handler]:
 class _Legacy:
     """The memory tools whose service still reads a plain dict of arguments (absent ones left out)."""
 
-    def __init__(self, memory: MemoryService, operator: OperatorTools) -> None:
-        self.memory, self.operator = memory, operator
+    def __init__(self, memory: MemoryService) -> None:
+        self.memory = memory
 
     def handlers(self) -> dict[str, Handler]:
-        memory, operator = self.memory, self.operator
+        memory = self.memory
         methods: dict[str, Callable[[dict[str, Any], Client], dict[str, Any]]] = {
-            "kumiho_memory_engage": memory.engage, "kumiho_memory_reflect": memory.reflect,
-            "kumiho_memory_recall": memory.recall, "kumiho_memory_retrieve": memory.retrieve,
-            "kumiho_fulltext_search": memory.fulltext, "kumiho_memory_store": memory.store,
+            "kumiho_memory_reflect": memory.reflect, "kumiho_memory_store": memory.store,
             "kumiho_memory_ingest": memory.ingest, "kumiho_memory_add_response": memory.add_response,
             "kumiho_memory_store_execution": memory.store_execution,
             "kumiho_memory_consolidate": memory.consolidate,
@@ -83,12 +86,6 @@ class _Legacy:
             "kumiho_resolve_kref": memory.resolve_kref, "kumiho_get_edges": memory.get_edges,
             "kumiho_get_revision_by_tag": memory.get_revision_by_tag,
             "kumiho_deprecate_item": memory.deprecate_item,
-            "memory_engage": operator.engage, "memory_reflect": operator.reflect,
-            "memory_retrieve": operator.retrieve, "memory_search": operator.search,
-            "memory_fulltext": operator.fulltext, "memory_get_item": operator.get_item,
-            "memory_resolve_kref": operator.resolve_kref,
-            "memory_get_revision_by_tag": operator.get_revision_by_tag,
-            "memory_store": operator.store, "memory_graph": operator.graph,
         }
         return {name: _plain(method) for name, method in methods.items()}
 
