@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from appliance.core import ranking
 from appliance.core.kref import parse
@@ -77,7 +78,7 @@ class Recaller:
         self.wait_for_index = wait_for_index  # read-your-writes: what was stored before the call is found
         self._clock, self.default_half_life = clock, default_half_life
 
-    def recall(self, q: RecallQuery, watch: Stopwatch | None = None) -> list[dict]:
+    def recall(self, q: RecallQuery, watch: Stopwatch | None = None) -> list[dict[str, Any]]:
         """The ranked memories; ``watch`` (when given) learns how long the search and the graph read took."""
         if not q.query.strip():
             return []

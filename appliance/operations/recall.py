@@ -65,8 +65,8 @@ class FulltextSearchInput(Input):
     include_artifact_metadata: bool = False
     include_metadata: bool = False
     limit: Limit = 20
-    auth_token: str = Field("", max_length=1024, description="accepted for Kumiho's clients and ignored: a local "
-                            "appliance has no accounts")
+    auth_token: str = Field(default="", max_length=1024,
+                            description="accepted for Kumiho's clients and ignored: a local appliance has no accounts")
 
 
 OPERATIONS = (

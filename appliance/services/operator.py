@@ -155,7 +155,7 @@ class OperatorService:
                 target_item = str(krefs.parse(edge.target_kref).item())
                 source, target = by_revision.get(item.kref), by_revision.get(target_item)
                 if target and source and source != target:
-                    entry = {"source": source, "target": target, "edge_type": edge.edge_type}
+                    entry: dict[str, Any] = {"source": source, "target": target, "edge_type": edge.edge_type}
                     if edge.metadata:
                         entry["metadata"] = dict(edge.metadata)
                     edges.append(entry)

@@ -160,3 +160,20 @@ def test_operator_engage_adds_keywords_and_topics_to_the_query(app: InProcess, s
     assert out["source_krefs"][0] == decision and out["min_score"] >= 0.0
     latest = run(app, "memory_retrieve", query="billing service", space_paths=["billing"], mode="latest", limit=3)
     assert latest["created_at"] == sorted(latest["created_at"], reverse=True) and latest["mode"] == "latest"
+
+
+def test_a_deprecated_memory_leaves_fulltext_and_recall_unless_asked_for(app: InProcess) -> None:
+    async def steps(session: Any) -> dict[str, Any]:
+        stored = await call(session, "kumiho_memory_store", title="Quartz kiln firing notes",
+                            user_text="The quartz kiln fires at 1100 degrees on Tuesdays.", space_path="studio")
+        await call(session, "kumiho_deprecate_item", item_kref=stored["item_kref"])
+        return {"item": stored["item_kref"],
+                "fulltext": await call(session, "kumiho_fulltext_search", query="quartz kiln firing"),
+                "with_deprecated": await call(session, "kumiho_fulltext_search", query="quartz kiln firing",
+                                              include_deprecated=True),
+                "recall": await call(session, "kumiho_memory_recall", query="quartz kiln firing")}
+
+    out = in_http_session(app.base_url, steps)
+    assert out["item"] not in {r["item"]["kref"] for r in out["fulltext"]["results"]}
+    assert out["item"] not in {r["item_kref"] for r in out["recall"]["results"]}
+    assert out["item"] in {r["item"]["kref"] for r in out["with_deprecated"]["results"]}
