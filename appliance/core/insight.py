@@ -26,7 +26,7 @@ PINNED = re.compile(r"kref://[^\s?#]+\?r=[1-9][0-9]*")  # a revision kref: the e
 # what a source packet carries of a recalled memory, when present
 SOURCE_FIELDS = ("title", "summary", "type", "evidence_level", "source", "origin", "decision_state", "created_at",
                  "event_date", "event_date_confidence", "valid_from", "valid_to", "grounding_stale",
-                 "superseded_by", "contested_by", "status", "superseded", "tags")
+                 "superseded_by", "status", "superseded", "tags")
 
 OUTPUT_CONTRACT: dict[str, Any] = {
     "mode": "hypothesis | direct | clarify",
@@ -75,9 +75,9 @@ def fingerprint(request: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical(body).encode()).hexdigest()
 
 
-def brief(query: str, memories: Sequence[Mapping[str, Any]], *, complete: bool = True) -> dict[str, Any]:
+def brief(query: str, memories: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Review leads from markers the recalled memories already carry (a superseded premise, a dispute, a
-    decision): no reads, no model. ``complete`` False says part of the retrieval failed."""
+    decision): no reads, no model."""
     evidence = {m["kref"]: _evidence(m) for m in memories if _pinned(m.get("kref"))}
     leads: list[dict[str, Any]] = []
     for memory in memories:
@@ -93,20 +93,18 @@ def brief(query: str, memories: Sequence[Mapping[str, Any]], *, complete: bool =
                           "source_krefs": [kref, *known],
                           "missing_source_krefs": [r for r in related if r not in evidence and r != kref],
                           "evidence": [evidence[kref], *(evidence[r] for r in known)], "applicability": "unknown"})
-    status = "ready" if leads else "insufficient_evidence"
-    return {"schema_version": SCHEMA_VERSION, "status": status if complete else "retrieval_incomplete",
+    return {"schema_version": SCHEMA_VERSION, "status": "ready" if leads else "insufficient_evidence",
             "query": query[:500], "candidates": leads,
             "source_krefs": list(dict.fromkeys(k for lead in leads for k in lead["source_krefs"])),
             "truncated": len(query) > 500}
 
 
-def synthesis_request(query: str, memories: Iterable[Mapping[str, Any]], *, current_context: str,
-                      goals: Sequence[str], review_brief: Mapping[str, Any], complete: bool = True
-                      ) -> dict[str, Any]:
+def synthesis_request(query: str, memories: Iterable[Mapping[str, Any]], *, current_context: str = "",
+                      goals: Sequence[str] | None = None) -> dict[str, Any]:
     """The request the host's model answers (``OUTPUT_CONTRACT``). Sources are the memories' pinned
     revisions, in order, each once, within ``SOURCE_BUDGET``; what did not fit is counted, never cut silently."""
     sources: list[dict[str, Any]] = []
-    used, omitted, truncated = 2, 0, False  # used: characters of the sources as a JSON list so far
+    used, omitted = 2, 0  # used: characters of the sources as a JSON list so far
     for memory in memories:
         kref = memory.get("kref")
         if not _pinned(kref) or any(s["kref"] == kref for s in sources):
@@ -118,22 +116,19 @@ def synthesis_request(query: str, memories: Iterable[Mapping[str, Any]], *, curr
             if room >= 40:
                 packet["summary"] = packet["summary"][:room]
                 packet["truncated_fields"] = ["summary"]
-                truncated = True
                 size = len(canonical(packet)) + 1
         if len(sources) >= MAX_SOURCES or used + size > SOURCE_BUDGET:
             omitted += 1
             continue
         sources.append(packet)
         used += size
-    status = ("ready" if sources else "no_sources") if complete else "retrieval_incomplete"
     request: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION, "status": status, "query": query[:QUERY_CHARS],
-        "current_context": current_context, "goals": list(goals), "sources": sources,
-        "source_krefs": [s["kref"] for s in sources], "review_brief": dict(review_brief),
+        "schema_version": SCHEMA_VERSION, "status": "ready" if sources else "no_sources",
+        "query": query[:QUERY_CHARS], "current_context": current_context, "goals": list(goals or []),
+        "sources": sources, "source_krefs": [s["kref"] for s in sources],
         "output_contract": OUTPUT_CONTRACT, "instructions": INSTRUCTIONS,
         "budget": {"max_source_chars": SOURCE_BUDGET, "source_chars": len(canonical(sources)),
-                   "omitted_sources": omitted, "source_text_truncated": truncated,
-                   "input_truncated": len(query) > QUERY_CHARS},
+                   "omitted_sources": omitted, "source_text_truncated": any(s["truncated_fields"] for s in sources)},
     }
     request["snapshot_fingerprint"] = fingerprint(request)
     return request
@@ -149,6 +144,7 @@ def _packet(memory: Mapping[str, Any]) -> dict[str, Any]:
         value = memory.get(key)
         if value not in (None, "", []):
             packet[key] = list(value) if isinstance(value, (list, tuple)) else value
+    packet["truncated_fields"] = []
     return packet
 
 

@@ -99,7 +99,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
      "each with its sources and a question to check; no model and no extra reads — and a "
      "`synthesis_request` for the host's own model to answer: the recalled memories as `sources` (pinned "
      f"revision krefs with title, summary and provenance, at most {insight.SOURCE_BUDGET:,} characters; what "
-     "did not fit is counted in `budget`), the `query`, `current_context`, `goals`, the brief, `instructions` "
+     "did not fit is counted in `budget`), the `query`, `current_context`, `goals`, `instructions` "
      "and an `output_contract` (`mode` hypothesis, direct or clarify; `answer`; cited `source_krefs`; "
      "hypotheses with conditions, an alternative explanation and a verification step). Its "
      "`snapshot_fingerprint` (sha256 of the request) lets `kumiho_memory_validate_insight_response` check an "

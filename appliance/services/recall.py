@@ -223,11 +223,10 @@ class RecallService:
             added["learned_source_status"] = {
                 "status": "ready" if learned else "no_sources", "source_krefs": [r["kref"] for r in learned],
                 "kinds": list(LEARNED_KINDS), "retrieval_calls": 1, "semantic_support_verified": False}
-        brief = insight.brief(request.query, recalled.results)
-        added["insight_brief"] = brief
+        added["insight_brief"] = insight.brief(request.query, recalled.results)
         added["synthesis_request"] = insight.synthesis_request(
             request.query, [*learned, *recalled.results], current_context=args.current_context or "",
-            goals=args.goals or [], review_brief=brief)
+            goals=args.goals)
         return added
 
     def _bundle_members(self, request: RecallRequest, bundle_names: list[str], room: int,
