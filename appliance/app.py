@@ -43,7 +43,6 @@ from appliance.memory.artifacts import sweep as sweep_artifacts
 from appliance.memory.cache import RecallCache
 from appliance.memory.consolidation import Consolidator
 from appliance.memory.model_tools import ModelOptions, Redact, patterns_only
-from appliance.memory.operator import OperatorTools
 from appliance.memory.recall import Recaller
 from appliance.memory.service import MemoryService
 from appliance.memory.working import WorkingMemory
@@ -69,7 +68,6 @@ class Services:
     index_worker: IndexWorker
     working: WorkingMemory
     memory: MemoryService
-    operator: OperatorTools
     families: tuple[Family, ...]
     jobs: JobQueue
     model: ChatModel
@@ -122,7 +120,7 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
                                           consolidator=parts.consolidator)
                 maintenance.start()
                 yield Services(settings, data_dir, graph, index, search, worker, working, parts.memory,
-                               parts.operator, tuple(families(parts)), jobs, model, maintenance)
+                               tuple(families(parts)), jobs, model, maintenance)
             finally:
                 if maintenance is not None:
                     maintenance.stop()
@@ -154,15 +152,13 @@ def service_parts(settings: Settings, data_dir: DataDir, graph: GraphStore, sear
                            keep_raw_transcripts=settings.maintenance.keep_raw_transcripts,
                            dream_min_age_days=settings.maintenance.dream_state_min_age_days)
     redact = pii_redactor(settings)
-    memory = MemoryService(graph, recaller, writer, working, cache=cache, model=model, jobs=jobs,
+    memory = MemoryService(graph, recaller, writer, working, model=model, jobs=jobs,
                            redact_pii=redact, artifact_root=artifacts, options=options,
                            model_for=lambda args: model_for_call(settings, model, args), clock=now)
-    operator = OperatorTools(memory, min_relevance=settings.memory.min_relevance_score,
-                             retrieval_limit=settings.kumiho.memory_retrieval_limit)
     consolidator = Consolidator(working, writer, model, redact, patterns_only, call_timeout=options.call_timeout,
                                 keep_raw_transcripts=options.keep_raw_transcripts)
     return Parts(settings=settings, graph=graph, search=search, working=working, model=model, jobs=jobs,
-                 recaller=recaller, writer=writer, cache=cache, artifacts=artifacts, memory=memory, operator=operator,
+                 recaller=recaller, writer=writer, cache=cache, artifacts=artifacts, memory=memory,
                  consolidator=consolidator)
 
 

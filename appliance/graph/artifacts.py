@@ -15,7 +15,9 @@ from appliance.graph._support import (
     artifact_id,
     dumps,
     existing,
+    item_id,
     loads,
+    revision_id,
     to_kref,
 )
 from appliance.graph.engine import Tx
@@ -83,6 +85,21 @@ class ArtifactStore(StoreBase):
             return [artifact_from(r[0]) for r in rows]
 
         return self._engine.read(job)
+
+    def artifacts_of(self, revision_krefs: list[str]) -> dict[str, list[Artifact]]:
+        """Revision kref → its artifacts (deprecated ones left out), by name, in one read. Revisions that
+        do not exist, or have no artifact, are left out."""
+        ids = sorted({revision_id(item_id(p), p.revision) for p in (krefs.parse(k, "revision_krefs")
+                                                                     for k in revision_krefs) if p.revision})
+        if not ids:
+            return {}
+        rows = self._engine.read(lambda tx: tx.rows(
+            "MATCH (r:Revision)-[:HAS_ARTIFACT]->(a:Artifact) WHERE r.id IN $ids AND NOT a.deprecated "
+            "RETURN r.id, a ORDER BY r.id, a.name", {"ids": ids}))
+        found: dict[str, list[Artifact]] = {}
+        for revision, node in rows:
+            found.setdefault(to_kref(revision), []).append(artifact_from(node))
+        return found
 
     def artifacts_by_location(self, location: str) -> list[Artifact]:
         rows = self._engine.read(lambda tx: tx.rows(

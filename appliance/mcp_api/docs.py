@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from appliance.config import DEFAULT_PORT, KumihoSettings, MemorySettings
+from appliance.core import insight
 from appliance.core.experiences import MAX_RECORD_CHARS
 from appliance.core.insights import MAX_HYPOTHESES
 from appliance.core.names import MAX_PATTERN, MAX_SEGMENT, MAX_WILDCARDS
@@ -29,7 +30,6 @@ from appliance.mcp_api.catalogue import tools
 from appliance.mcp_api.server import LIMIT_HEADER, PROJECT_HEADER, SESSION_HEADER
 from appliance.memory.cache import WINDOW_SECONDS
 from appliance.memory.model_tools import NO_MODEL
-from appliance.memory.operator import GRAPH_MAX
 from appliance.memory.working import MAX_MESSAGE_BYTES
 from appliance.memory.writer import (
     MAX_EDGES_PER_WRITE,
@@ -41,9 +41,11 @@ from appliance.memory.writer import (
     SUMMARY_LIMIT,
 )
 from appliance.operations.definition import Operation
+from appliance.operations.operator import GRAPH_MAX
 from appliance.operations.revisions import BATCH_KREFS
 from appliance.operations.sessions import MAX_SUMMARY_OBJECT
 from appliance.operations.validation import MAX_DEPTH, largest_request
+from appliance.services.recall import LEARNED_KINDS, MAX_LEARNED
 from appliance.services.sessions import CONSOLIDATE_AFTER, INGEST_SHOWN
 from appliance.services.writes import CAPTURE_TYPES, MAX_METADATA_VALUE
 
@@ -102,7 +104,29 @@ GROUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
      "`recent`, `most_recent`) and `first` (the oldest match; also `earliest`, `oldest`, `initial`). When "
      "search finds fewer than `limit`, members of the named `bundle_names` fill up (score 0.5).\n"
      "* `kumiho_fulltext_search` is typo-tolerant; `context` is a `project/space` prefix matched by whole "
-     "segments."),
+     "segments. `include_revision_metadata` adds each result's current `revision`, `include_artifact_metadata` "
+     "its `artifacts` (name, location, metadata; deprecated ones left out). `auth_token` is accepted for "
+     "Kumiho's clients and ignored: a local appliance has no accounts (like any credential it is replaced "
+     "before the call runs, so the answer lists it under `redacted`).\n"
+     "* engage also answers `approx_tokens` (the context's characters / 4), `approx_payload_tokens` (the whole "
+     "answer's) and `timing_ms` in milliseconds per stage: `search` (the index), `revisions` (reading the "
+     "memories), `retrieval` (both, and ranking), `context_assembly`, `query_reformulation` and `graph_edges` "
+     "when graph-augmented, `insight` when asked, and `total`.\n"
+     "* **Insights** (`include_insights: true`): engage adds an `insight_brief` — review leads drawn from "
+     "what the recalled memories already say (a premise that was superseded, a dispute, a prior decision), "
+     "each with its sources and a question to check; no model and no extra reads — and a "
+     "`synthesis_request` for the host's own model to answer: the recalled memories as `sources` (pinned "
+     f"revision krefs with title, summary and provenance, at most {insight.SOURCE_BUDGET:,} characters; what "
+     "did not fit is counted in `budget`), the `query`, `current_context`, `goals`, `instructions` "
+     "and an `output_contract` (`mode` hypothesis, direct or clarify; `answer`; cited `source_krefs`; "
+     "hypotheses with conditions, an alternative explanation and a verification step). Its "
+     "`snapshot_fingerprint` (sha256 of the request) lets `kumiho_memory_validate_insight_response` check an "
+     "answer against the request as sent. The appliance itself writes no synthesis.\n"
+     "* `current_context` and `goals` only feed that request; they do not change what is recalled. "
+     f"`include_learned_sources` adds one search for up to {MAX_LEARNED} experiences or pattern proposals "
+     f"(kinds {', '.join(f'`{k}`' for k in LEARNED_KINDS)}) within the same spaces, listed first among the "
+     "request's sources (not in `results`), and reports `learned_source_status`. Without "
+     "`include_insights`, each of the three is refused (`invalid_argument` naming it) rather than ignored."),
     ("Writing memories", ("kumiho_memory_store", "kumiho_memory_reflect"),
      f"* **Stacking** (`stack_revisions`, default true): before writing, a hybrid search for the new "
      f"memory's title and summary looks at items of the same kind in the same space. The best item gets the "

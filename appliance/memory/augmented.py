@@ -14,7 +14,7 @@ from appliance.errors import NotFound
 from appliance.graph import GraphStore
 from appliance.inference import prompts
 from appliance.memory import records
-from appliance.memory.recall import Recaller, RecallQuery
+from appliance.memory.recall import Recaller, RecallQuery, Stopwatch
 
 ANGLES_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -46,21 +46,24 @@ def angles(model: ChatModel, query: str, timeout: float) -> list[str]:
 
 
 def augmented_recall(recaller: Recaller, graph: GraphStore, model: ChatModel, q: RecallQuery, *,
-                     timeout: float) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+                     timeout: float, watch: Stopwatch | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """(results, report): the merged recall plus graph neighbours (score 0, ``graph_augmented: true``)."""
+    watch = watch or Stopwatch()
     report: dict[str, Any] = {"queries": [q.query]}
     try:
-        report["queries"] += angles(model, q.query, timeout)
+        with watch.stage("query_reformulation"):
+            report["queries"] += angles(model, q.query, timeout)
     except ModelError as exc:
         report["note"] = f"no reformulation ({exc.message}); the original query alone was recalled"
     merged: dict[str, dict[str, Any]] = {}
     for text in report["queries"]:
-        for found in recaller.recall(dataclasses.replace(q, query=text)):
+        for found in recaller.recall(dataclasses.replace(q, query=text), watch):
             kept = merged.get(found["kref"])
             if kept is None or found["score"] > kept["score"]:
                 merged[found["kref"]] = {**found, "angle": text} if text != q.query else found
     ranked = sorted(merged.values(), key=lambda r: -r["score"])[: 2 * q.limit]
-    neighbours = _neighbours(graph, ranked, q, time.monotonic() + TRAVERSAL_SECONDS)
+    with watch.stage("graph_edges"):
+        neighbours = _neighbours(graph, ranked, q, time.monotonic() + TRAVERSAL_SECONDS)
     report["neighbours"] = len(neighbours)
     return (ranked[: q.limit] + neighbours)[: 3 * q.limit], report
 

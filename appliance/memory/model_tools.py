@@ -22,7 +22,7 @@ from appliance.jobs import Job, JobQueue
 from appliance.memory.client import Client
 from appliance.memory.dream import DreamParams, DreamState
 from appliance.memory.edges import EdgeDiscovery, EdgeRequest
-from appliance.memory.recall import Recaller
+from appliance.memory.recall import Recaller, check_spaces
 from appliance.memory.spaces import project_of, scopes
 
 NO_MODEL = "no local model"
@@ -54,9 +54,6 @@ class ModelBackedTools:
     model_for: Callable[[dict[str, Any]], ChatModel]
     _clock: Callable[[], datetime]
 
-    def _check_spaces(self, spaces: tuple[str, ...]) -> None:
-        raise NotImplementedError  # MemoryService's: a named space must exist
-
     def model_ready(self) -> str | None:
         """None when model-backed work can run; otherwise why not (for ``skipped:`` answers)."""
         status = model_status(self.model)
@@ -76,7 +73,7 @@ class ModelBackedTools:
             max_edges=_bounded(args.get("max_edges", 3), "max_edges", 1, 20),
             min_score=float(args.get("min_score", 0.3)), edge_type=str(args.get("edge_type") or "REFERENCED"),
             summary=str(args.get("summary") or ""))
-        self._check_spaces(request.spaces)
+        check_spaces(self.graph, request.spaces)
         job = self._jobs().submit("discover_edges", lambda job: self._discover([request], job), lane="interactive",
                                   description=f"discover edges of {source.kref}")
         result = self._wait_for(job)

@@ -3,14 +3,18 @@ time decay, supersession order and diversity (appliance/core/ranking.py), as age
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from appliance.core import ranking
 from appliance.core.kref import parse
 from appliance.core.ranking import Candidate
 from appliance.core.search import SearchFilter, SearchRequest
+from appliance.errors import NotFound
 from appliance.graph import GraphStore
 from appliance.memory import records
 from appliance.search.service import SearchService
@@ -33,6 +37,39 @@ class RecallQuery:
     half_lives: dict[str, float] = field(default_factory=dict)
 
 
+class Stopwatch:
+    """Milliseconds spent per stage of one call (engage's ``timing_ms``); a stage run twice adds up."""
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+        self.stages: dict[str, float] = {}
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.stages[name] = self.stages.get(name, 0.0) + (time.perf_counter() - start) * 1000
+
+    def report(self) -> dict[str, float]:
+        total = (time.perf_counter() - self.started) * 1000
+        return {**{name: round(ms, 1) for name, ms in self.stages.items()}, "total": round(total, 1)}
+
+
+def check_spaces(graph: GraphStore, spaces: tuple[str, ...]) -> None:
+    """Every space a call names must exist (a typo would otherwise recall nothing, silently); a project's
+    root is always fine: an empty or new project just recalls nothing."""
+    for space in spaces:
+        if space.count("/") == 1:
+            continue
+        try:
+            graph.get_space(space)
+        except NotFound:
+            raise NotFound(f"space_paths: {space} does not exist; name an existing space (engage results "
+                           "show theirs) or the project itself for everything", field="space_paths") from None
+
+
 class Recaller:
     def __init__(self, graph: GraphStore, search: SearchService, *, wait_for_index: Callable[[], object],
                  clock: Callable[[], datetime], default_half_life: float = ranking.DEFAULT_HALF_LIFE_DAYS
@@ -41,18 +78,22 @@ class Recaller:
         self.wait_for_index = wait_for_index  # read-your-writes: what was stored before the call is found
         self._clock, self.default_half_life = clock, default_half_life
 
-    def recall(self, q: RecallQuery) -> list[dict]:
+    def recall(self, q: RecallQuery, watch: Stopwatch | None = None) -> list[dict[str, Any]]:
+        """The ranked memories; ``watch`` (when given) learns how long the search and the graph read took."""
         if not q.query.strip():
             return []
-        self.wait_for_index()
-        where = SearchFilter(project=q.project, spaces=q.spaces or ("/" + q.project,), kinds=q.kinds)
-        pool = max(q.limit * POOL_FACTOR, MIN_POOL)
-        hits = self.search.search(SearchRequest(q.query, where, "hybrid", limit=pool))
+        watch = watch or Stopwatch()
+        with watch.stage("search"):
+            self.wait_for_index()
+            where = SearchFilter(project=q.project, spaces=q.spaces or ("/" + q.project,), kinds=q.kinds)
+            pool = max(q.limit * POOL_FACTOR, MIN_POOL)
+            hits = self.search.search(SearchRequest(q.query, where, "hybrid", limit=pool))
         best: dict[str, float] = {}
         for hit in hits:  # an item scores as its best-matching revision
             item = str(parse(hit.revision_kref).item())
             best[item] = max(best.get(item, 0.0), hit.score)
-        current = self.graph.current_revisions(list(best))
+        with watch.stage("revisions"):
+            current = self.graph.current_revisions(list(best))
         candidates = []
         for item, revision in current.items():
             kind_ok = not q.memory_types or records.memory_type(revision.metadata) in q.memory_types

@@ -70,8 +70,13 @@ def check_project(project: object, field: str = "project") -> str:
 def project_of(args: dict[str, Any], client: Client) -> str:
     """The call's project: its ``project`` argument, else the client's default (the ``X-Kumiho-Project``
     header, or the configured default project); either is checked, and the error says which one was bad."""
-    if args.get("project"):
-        return check_project(args["project"])
+    return project_for(args.get("project"), client)
+
+
+def project_for(project: str | None, client: Client) -> str:
+    """``project_of`` for a typed input: the ``project`` it names, else the client's default."""
+    if project:
+        return check_project(project)
     try:
         return check_project(client.project)
     except InvalidArgument as exc:

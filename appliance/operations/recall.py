@@ -28,9 +28,12 @@ class RecallInput(Input):
 class EngageInput(Input):
     query: Query
     include_insights: bool = False
-    include_learned_sources: bool = False
-    current_context: str | None = Field(None, max_length=4000)
-    goals: Annotated[list[Annotated[str, Field(max_length=500)]], Field(max_length=8)] | None = None
+    include_learned_sources: bool = Field(False, description="with include_insights: up to three experiences or "
+                                          "pattern proposals join the synthesis request's sources")
+    current_context: str | None = Field(None, max_length=4000, description="with include_insights: goes into the "
+                                        "synthesis request (recall itself uses the query)")
+    goals: Annotated[list[Annotated[str, Field(max_length=500)]], Field(
+        max_length=8, description="with include_insights: go into the synthesis request")] | None = None
     limit: Limit = 5
     min_score: MinScore = 0.0
     space_paths: SpacePaths | None = None
@@ -62,13 +65,16 @@ class FulltextSearchInput(Input):
     include_artifact_metadata: bool = False
     include_metadata: bool = False
     limit: Limit = 20
-    auth_token: str = Field("", max_length=1024)
+    auth_token: str = Field(default="", max_length=1024,
+                            description="accepted for Kumiho's clients and ignored: a local appliance has no accounts")
 
 
 OPERATIONS = (
     Operation("kumiho_memory_engage", "Engage memory before responding",
               "Check memory before answering: recall relevant memories and get a prompt-ready `context` string "
-              "plus `source_krefs` to pass to kumiho_memory_reflect afterwards.",
+              "plus `source_krefs` to pass to kumiho_memory_reflect afterwards. With include_insights=true also "
+              "an insight brief and a synthesis request for your own model to answer (current_context and goals "
+              "go into it); its answers are hypotheses, not established conclusions.",
               EngageInput, read_only=True, idempotent=True),
     Operation("kumiho_memory_recall", "Recall memories",
               "Semantic recall of long-term memories (hybrid vector + full-text search, time decay, diversity); "

@@ -6,7 +6,6 @@ returns the operation's JSON result; every front door (MCP today) calls them thr
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,23 +13,21 @@ from typing import Any, Protocol
 
 from appliance.config import Settings
 from appliance.core.ports import ChatModel
-from appliance.errors import InvalidArgument
 from appliance.graph import GraphStore
 from appliance.jobs import JobQueue
 from appliance.memory.cache import RecallCache
 from appliance.memory.client import Client
 from appliance.memory.consolidation import Consolidator
-from appliance.memory.operator import OperatorTools
 from appliance.memory.recall import Recaller
 from appliance.memory.service import MemoryService
 from appliance.memory.working import WorkingMemory
 from appliance.memory.writer import MemoryWriter
-from appliance.operations.operator import OperatorReflectInput, OperatorStoreInput
-from appliance.operations.writes import ReflectInput
 from appliance.search.service import SearchService
 from appliance.services.consolidation import ConsolidationService
 from appliance.services.model_work import ModelWork
+from appliance.services.operator import OperatorService
 from appliance.services.patterns import PatternService
+from appliance.services.recall import RecallService
 from appliance.services.revisions import RevisionService
 from appliance.services.sessions import SessionService
 from appliance.services.writes import WriteService
@@ -57,26 +54,21 @@ class Parts:
     cache: RecallCache
     artifacts: Path
     memory: MemoryService  # the memory tools not yet moved to a family of their own
-    operator: OperatorTools
     consolidator: Consolidator  # the idle-session sweep shares it
 
 
 def families(parts: Parts) -> list[Family]:
-    # TODO(lead): the maintenance family's edge-discovery queue and the recall family's typed recall
+    # TODO(lead): the maintenance family's edge-discovery queue
+    recall = RecallService(parts.graph, parts.recaller, parts.cache, parts.model,
+                           reformulate_seconds=parts.settings.inference.reformulate_timeout_seconds)
     writes = WriteService(parts.graph, parts.writer, parts.working, parts.memory._queue_edge_discovery)
     model = ModelWork(parts.model, parts.jobs, parts.settings.inference.tool_wait_seconds)
-    return [writes, SessionService(parts.working, _legacy_recall(parts.memory)),
-            ConsolidationService(parts.consolidator, model), PatternService(parts.graph, parts.writer),
+    operator = OperatorService(recall, writes, parts.graph, min_relevance=parts.settings.memory.min_relevance_score,
+                               retrieval_limit=parts.settings.kumiho.memory_retrieval_limit)
+    return [recall, writes, SessionService(parts.working, recall), ConsolidationService(parts.consolidator, model),
+            PatternService(parts.graph, parts.writer),
             RevisionService(parts.graph, parts.artifacts.parent),  # artifacts live in <data dir>/artifacts
-            _Legacy(parts.memory, parts.operator, writes)]
-
-
-def _legacy_recall(memory: MemoryService) -> Callable[[str, int, str, Client], list[dict[str, Any]]]:
-    def recall(query: str, limit: int, project: str, client: Client) -> list[dict[str, Any]]:
-        found = memory.run_recall({"query": query, "limit": limit, "project": project}, client, with_context=False)
-        return list(found["results"])
-
-    return recall
+            operator, _Legacy(parts.memory)]
 
 
 def handlers(found: Iterable[Family]) -> dict[str, Handler]:
@@ -92,40 +84,19 @@ def handlers(found: Iterable[Family]) -> dict[str, Handler]:
 class _Legacy:
     """The memory tools whose service still reads a plain dict of arguments (absent ones left out)."""
 
-    def __init__(self, memory: MemoryService, operator: OperatorTools, writes: WriteService) -> None:
-        self.memory, self.operator, self.writes = memory, operator, writes
+    def __init__(self, memory: MemoryService) -> None:
+        self.memory = memory
 
     def handlers(self) -> dict[str, Handler]:
-        memory, operator = self.memory, self.operator
+        memory = self.memory
         methods: dict[str, Callable[[dict[str, Any], Client], dict[str, Any]]] = {
-            "kumiho_memory_engage": memory.engage,
-            "kumiho_memory_recall": memory.recall, "kumiho_memory_retrieve": memory.retrieve,
-            "kumiho_fulltext_search": memory.fulltext,
             "kumiho_memory_discover_edges": memory.discover_edges,
             "kumiho_memory_dream_state": memory.dream_state,
             "kumiho_resolve_kref": memory.resolve_kref, "kumiho_get_edges": memory.get_edges,
             "kumiho_get_revision_by_tag": memory.get_revision_by_tag,
             "kumiho_deprecate_item": memory.deprecate_item,
-            "memory_engage": operator.engage,
-            "memory_retrieve": operator.retrieve, "memory_search": operator.search,
-            "memory_fulltext": operator.fulltext, "memory_get_item": operator.get_item,
-            "memory_resolve_kref": operator.resolve_kref,
-            "memory_get_revision_by_tag": operator.get_revision_by_tag,
-            "memory_graph": operator.graph,
         }
-        return {**{name: _plain(method) for name, method in methods.items()},
-                "memory_reflect": self._operator_reflect, "memory_store": self._operator_store}
-
-    # TODO(lead): the operator family calls WriteService with typed inputs itself
-    def _operator_reflect(self, args: OperatorReflectInput, client: Client) -> dict[str, Any]:
-        if args.project:
-            client = dataclasses.replace(client, project=args.project)
-        return self.writes.reflect(ReflectInput.model_validate(args.model_dump(exclude_none=True)), client)
-
-    def _operator_store(self, args: OperatorStoreInput, client: Client) -> dict[str, Any]:
-        if not args.title.strip():
-            raise InvalidArgument("title: give the memory a title", field="title")
-        return self.writes.store(args, client, operator=True)
+        return {name: _plain(method) for name, method in methods.items()}
 
 
 def _plain(method: Callable[[dict[str, Any], Client], dict[str, Any]]) -> Handler:

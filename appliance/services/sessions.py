@@ -9,7 +9,6 @@ survive restarts and are kept until consolidated or cleared, so ``ttl_remaining`
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from appliance.core import redaction
@@ -25,6 +24,7 @@ from appliance.operations.sessions import (
     ChatGetInput,
     IngestInput,
 )
+from appliance.services.recall import MAX_RESULTS, RecallRequest, RecallService
 
 if TYPE_CHECKING:
     from appliance.services import Handler
@@ -32,12 +32,8 @@ if TYPE_CHECKING:
 CONSOLIDATE_AFTER = 50  # buffered messages before ingest says should_consolidate
 INGEST_SHOWN = 100  # at most this many buffered messages in ingest's answer (as recall's 100 results)
 
-# (query, limit, project, client) → recalled memories. TODO(lead): RecallService's typed recall once it lands.
-Recall = Callable[[str, int, str, Client], list[dict[str, Any]]]
-
-
 class SessionService:
-    def __init__(self, working: WorkingMemory, recall: Recall) -> None:
+    def __init__(self, working: WorkingMemory, recall: RecallService) -> None:
         self.working, self.recall = working, recall
 
     def handlers(self) -> dict[str, Handler]:
@@ -65,7 +61,8 @@ class SessionService:
                     meta["source"] = args.source
                 self.working.set_metadata(project, session_id, meta)
         buffered = self.working.messages(project, session_id, limit=min(args.working_memory_limit, INGEST_SHOWN))
-        recalled = self.recall(message, args.recall_limit, project, client) if message.strip() else []
+        request = RecallRequest(query=message, project=project, limit=min(args.recall_limit, MAX_RESULTS))
+        recalled = self.recall.run(request).results if message.strip() else []
         if recalled:
             remember_recalled(self.working, project, session_id, [r["kref"] for r in recalled])
         result = {"session_id": session_id, "session_id_source": source,

@@ -107,7 +107,7 @@ def _write_calls(kind: str, secret: str) -> list[tuple[str, dict[str, Any]]]:
         ("kumiho_memory_discover_edges", {"revision_kref": "", "summary": secret}),  # filled in with a stored one
         ("kumiho_memory_dream_state", {"dry_run": True, "extra_instructions": f"Mind {secret}"}),
         ("kumiho_memory_dream_state", {"api_key": secret, "extra_instructions": secret}),  # refused: api_key
-        ("kumiho_memory_engage", {"query": f"what about {secret}", "graph_augmented": True,
+        ("kumiho_memory_engage", {"query": f"what about {secret}", "graph_augmented": True, "include_insights": True,
                                   "current_context": secret, "goals": [secret]}),
         ("kumiho_memory_recall", {"query": secret}),
         ("kumiho_memory_retrieve", {"query": secret, "keywords": [titled], "topics": [titled]}),

@@ -1,0 +1,188 @@
+"""The operator tools (``memory_*``, MISSION §2 and §6): Revka's Operator-side wrappers of the memory tools.
+``memory_engage`` floors ``min_score`` at ``[memory] min_relevance_score`` and caps ``limit`` at the client's
+(D10) or the configured ``[kumiho] memory_retrieval_limit``; ``memory_graph`` returns the dashboard's shape.
+The wrappers call the recall service's typed methods and read the graph store directly."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+from appliance.core import kref as krefs
+from appliance.core.model import Item
+from appliance.errors import InvalidArgument
+from appliance.graph import GraphStore
+from appliance.memory import records, views
+from appliance.memory.client import Client
+from appliance.memory.spaces import project_for
+from appliance.operations.operator import (
+    OperatorEngageInput,
+    OperatorFulltextInput,
+    OperatorGetRevisionByTagInput,
+    OperatorGraphInput,
+    OperatorKrefInput,
+    OperatorReflectInput,
+    OperatorRetrieveInput,
+    OperatorSearchInput,
+    OperatorStoreInput,
+)
+from appliance.operations.recall import FulltextSearchInput, RetrieveInput
+from appliance.operations.writes import ReflectInput
+from appliance.services.recall import RecallRequest, RecallService
+from appliance.services.writes import WriteService
+
+Handler = Callable[[Any, Client], dict[str, Any]]
+
+
+class OperatorService:
+    def __init__(self, recall: RecallService, writes: WriteService, graph: GraphStore, *, min_relevance: float,
+                 retrieval_limit: int) -> None:
+        self.recall, self.writes, self.graph = recall, writes, graph
+        self.min_relevance, self.retrieval_limit = min_relevance, retrieval_limit
+
+    def handlers(self) -> dict[str, Handler]:
+        return {"memory_engage": self.engage, "memory_reflect": self.reflect, "memory_retrieve": self.retrieve,
+                "memory_search": self.search, "memory_fulltext": self.fulltext, "memory_get_item": self.get_item,
+                "memory_resolve_kref": self.resolve_kref, "memory_get_revision_by_tag": self.get_revision_by_tag,
+                "memory_store": self.store, "memory_graph": self.graph_view}
+
+    def engage(self, args: OperatorEngageInput, client: Client) -> dict[str, Any]:
+        cap = client.retrieval_limit or self.retrieval_limit
+        limit = min(args.limit or cap, cap)
+        floor = max(self.min_relevance if args.min_score is None else args.min_score, self.min_relevance)
+        query = " ".join(p for p in (args.query, *(args.keywords or ()), *(args.topics or ())) if p.strip())
+        request = RecallRequest(
+            query=query, project=project_for(args.project, client), space_paths=tuple(args.space_paths or ()),
+            memory_types=tuple(args.memory_types or ()), limit=limit, min_score=floor,
+            graph_augmented=args.graph_augmented, kind=args.memory_item_kind or "conversation",
+            order="latest" if args.mode == "latest" else "relevance")
+        result = self.recall.cached("memory_engage", asdict(request), client,
+                                    lambda: self.recall.engaged(self.recall.run(request), request.recall_mode))
+        return {"context": result["context"], "results": result["results"], "source_krefs": result["source_krefs"],
+                "count": result["count"], "limit": limit, "min_score": floor,
+                **({"graph_augmented": result["graph_augmented"]} if "graph_augmented" in result else {})}
+
+    def reflect(self, args: OperatorReflectInput, client: Client) -> dict[str, Any]:
+        if args.project:  # the operator's reflect may name its project
+            client = dataclasses.replace(client, project=args.project)
+        return self.writes.reflect(ReflectInput.model_validate(args.model_dump(exclude_none=True)), client)
+
+    def retrieve(self, args: OperatorRetrieveInput, client: Client) -> dict[str, Any]:
+        return self.recall.retrieve(RetrieveInput(
+            query=args.query, project=args.project, space_paths=args.space_paths, keywords=args.keywords,
+            topics=args.topics, memory_item_kind=args.memory_item_kind, memory_types=args.memory_types,
+            limit=args.limit, mode=args.mode), client)
+
+    def search(self, args: OperatorSearchInput, client: Client) -> dict[str, Any]:
+        page = self.graph.search_items(context_filter=args.context_filter, name_filter=args.name_filter,
+                                       kind_filter=args.kind_filter)
+        return {"items": [views.item_view(i, args.include_metadata) for i in page.items], "count": len(page.items),
+                "total": page.total_count,
+                "filters": {"context": args.context_filter, "name": args.name_filter, "kind": args.kind_filter}}
+
+    def fulltext(self, args: OperatorFulltextInput, client: Client) -> dict[str, Any]:
+        return self.recall.fulltext(FulltextSearchInput(
+            query=args.query, context=args.context, kind=args.kind, include_deprecated=args.include_deprecated,
+            include_revision_metadata=args.include_revision_metadata, limit=args.limit), client)
+
+    def get_item(self, args: OperatorKrefInput, client: Client) -> dict[str, Any]:
+        return views.item_view(self.graph.get_item(args.kref))
+
+    def resolve_kref(self, args: OperatorKrefInput, client: Client) -> dict[str, Any]:
+        """The file an item, revision or artifact kref points to (a revision's default artifact)."""
+        found = self.graph.resolve(args.kref)
+        location = None
+        if found.artifact is not None:
+            location = found.artifact.location
+        elif found.revision is not None and found.revision.default_artifact:
+            location = self.graph.get_artifact(f"{found.revision.kref}&a={found.revision.default_artifact}").location
+        return {"kref": found.kref, "target": found.target, "location": location, "resolved": location is not None}
+
+    def get_revision_by_tag(self, args: OperatorGetRevisionByTagInput, client: Client) -> dict[str, Any]:
+        return views.revision_view(self.graph.revision_by_tag(args.item_kref, args.tag or "published"))
+
+    def store(self, args: OperatorStoreInput, client: Client) -> dict[str, Any]:
+        if not args.title.strip():
+            raise InvalidArgument("title: give the memory a title", field="title")
+        return self.writes.store(args, client, operator=True)
+
+    def graph_view(self, args: OperatorGraphInput, client: Client) -> dict[str, Any]:
+        """``{nodes, edges, spaces, stats}`` for a force-directed view (MISSION §6 gives the shape)."""
+        project = project_for(args.project, client)
+        kinds = {k.strip() for k in (args.kinds or "").split(",") if k.strip()}
+        space = (args.space or "").strip().strip("/")
+        context = space if space.startswith(project) else f"{project}/{space}" if space else project
+        self.graph.get_project(project)
+        items = [i for i in _all_items(self.graph, context)
+                 if (not kinds or i.kind in kinds) and i.kind != "bundle"
+                 and (not space or i.space_path.strip("/") == context or i.space_path.startswith("/" + context + "/"))]
+        search = (args.search or "").casefold()
+        if search:
+            items = [i for i in items if search in i.item_name.casefold()]
+        kind_counts: dict[str, int] = {}
+        for item in items:
+            kind_counts[item.kind] = kind_counts.get(item.kind, 0) + 1
+        if args.sort == "name":
+            items.sort(key=lambda i: i.item_name)
+        else:
+            items.sort(key=lambda i: i.created_at, reverse=True)
+        items = items[:args.limit]
+        current = self.graph.current_revisions([i.kref for i in items])
+        nodes, edges, by_revision = [], [], {}
+        for item in items:
+            revision = current.get(item.kref)
+            meta = revision.metadata if revision else {}
+            node_id = item.kref.split("//", 1)[1]
+            nodes.append({"id": node_id, "name": item.item_name, "kind": item.kind,
+                          "space": item.space_path.strip("/"), "created_at": item.created_at,
+                          "title": meta.get("title", item.item_name), "summary": records.summary_of(meta),
+                          "revision_kref": revision.kref if revision else None})
+            if revision:
+                by_revision[revision.item_kref] = node_id
+        spaces = _space_paths(project, [i.space_path for i in items])
+        for item in items:
+            edges.append({"source": item.kref.split("//", 1)[1], "target": item.space_path.strip("/"),
+                          "edge_type": "BELONGS_TO"})
+        for path in spaces:
+            if path != project:
+                edges.append({"source": path, "target": path.rsplit("/", 1)[0], "edge_type": "CHILD_OF"})
+        for item in items:
+            revision = current.get(item.kref)
+            if revision is None:
+                continue
+            for edge in self.graph.get_edges(revision.kref, direction="outgoing", page_size=200).items:
+                target_item = str(krefs.parse(edge.target_kref).item())
+                source, target = by_revision.get(item.kref), by_revision.get(target_item)
+                if target and source and source != target:
+                    entry: dict[str, Any] = {"source": source, "target": target, "edge_type": edge.edge_type}
+                    if edge.metadata:
+                        entry["metadata"] = dict(edge.metadata)
+                    edges.append(entry)
+        space_nodes = [{"id": p, "name": p.rsplit("/", 1)[-1], "kind": "space",
+                        "space": p.rsplit("/", 1)[0] if "/" in p else "", "created_at": None, "title": p,
+                        "summary": "", "revision_kref": None} for p in spaces]
+        return {"nodes": space_nodes + nodes, "edges": edges, "spaces": spaces,
+                "stats": {"total_items": sum(kind_counts.values()), "total_edges": len(edges),
+                          "kinds": {**kind_counts, "space": len(spaces)}}}
+
+
+def _all_items(graph: GraphStore, context: str) -> list[Item]:
+    items: list[Item] = []
+    cursor = None
+    while True:
+        page = graph.search_items(context_filter=context, page_size=1000, cursor=cursor)
+        items.extend(page.items)
+        cursor = page.next_cursor
+        if not cursor:
+            return items
+
+
+def _space_paths(project: str, item_spaces: list[str]) -> list[str]:
+    """Every space on the way to the items' spaces, without a leading "/", the project root first."""
+    found = {project}
+    for space in item_spaces:
+        parts = space.strip("/").split("/")
+        found.update("/".join(parts[: i + 1]) for i in range(len(parts)))
+    return [project, *sorted(found - {project})]
