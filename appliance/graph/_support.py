@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -182,6 +183,9 @@ class StoreBase:
         self._engine = engine
         self._clock = clock
         self.default_project = default_project
+        # ids of revisions deleted by committed writes whose search-index rows are still to be dropped
+        self._removed: list[str] = []
+        self._removed_lock = threading.Lock()
 
     def _now(self) -> str:
         return iso(self._clock())
@@ -191,6 +195,16 @@ class StoreBase:
         moves too, so an index sync that read the older state cannot clear the mark."""
         tx.unwind("UNWIND $rows AS id MATCH (r:Revision {id: id}) SET r.indexed = false, r.modified_at = $now",
                   revisions, {"now": self._now()})
+
+    def _removing(self, tx: Tx, revisions: list[str]) -> None:
+        """Queue the index rows of revisions this transaction deletes for dropping, once it commits (the
+        index sync drops them; after a crash, its repair on start does)."""
+        if revisions:
+            tx.after_commit(lambda: self._queue_removed(revisions))
+
+    def _queue_removed(self, revisions: list[str]) -> None:
+        with self._removed_lock:
+            self._removed.extend(revisions)
 
     def _event(self, tx: Tx, routing_key: str, kref: str, details: dict[str, Any] | None = None) -> None:
         """Record a change in the audit trail, in the same transaction as the change itself."""

@@ -5,6 +5,11 @@ clears the flag in the same transaction and moves ``modified_at``. The index syn
 writes their rows, then sets the flag back only where ``modified_at`` is unchanged, so a change that lands
 in between is never lost. A crash between the graph commit and the index write leaves the flag cleared:
 the sync on the next start repairs it.
+
+Deleting revisions (an item, a space, a project) leaves nothing to flag: the deleting transaction queues the
+revisions' ids once it commits (``removed_revisions``) and the sync drops their rows before its next round
+of writes; a crash before that leaves rows of revisions the graph no longer has, which the repair on start
+removes. Archiving a project flags its revisions: their rows are then marked deprecated (hidden from search).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ class IndexDoc:
     item_name: str
     metadata: dict[str, str]
     tags: list[str]
-    deprecated: bool  # the revision or its item
+    deprecated: bool  # the revision, its item or its project (archived)
     created_at: str
     modified_at: str
 
@@ -47,15 +52,28 @@ class OutboxStore(StoreBase):
                            "RETURN i, r ORDER BY r.id LIMIT $n", {"n": limit})
             if not rows:
                 return []
+            archived = {r[0] for r in tx.rows("MATCH (p:Project) WHERE p.deprecated RETURN p.name")}
             tags: dict[str, list[str]] = {}
             for revision, tag in tx.rows("MATCH (:Item)-[t:TAGGED]->(r:Revision) WHERE NOT r.indexed "
                                          "AND t.until = '' RETURN r.id, t.tag"):
                 tags.setdefault(revision, []).append(tag)
             return [IndexDoc(r["id"], i["project"], i["space"], i["kind"], i["name"], loads(r["metadata"]),
-                             sorted(tags.get(r["id"], [])), bool(r["deprecated"] or i["deprecated"]),
+                             sorted(tags.get(r["id"], [])),
+                             bool(r["deprecated"] or i["deprecated"] or i["project"] in archived),
                              r["created_at"], r["modified_at"]) for i, r in rows]
 
         return self._engine.read(job)
+
+    def removed_revisions(self) -> list[str]:
+        """Krefs of revisions that committed deletions removed and whose index rows are still to be dropped."""
+        with self._removed_lock:
+            return [to_kref(r) for r in self._removed]
+
+    def forget_removed(self, revision_krefs: list[str]) -> None:
+        """The index no longer holds these revisions' rows."""
+        dropped = {k[len("kref://"):] for k in revision_krefs}
+        with self._removed_lock:
+            self._removed = [r for r in self._removed if r not in dropped]
 
     def mark_indexed(self, docs: list[IndexDoc]) -> None:
         """Clear the outbox flag of revisions whose state is still the one that was indexed."""

@@ -30,6 +30,7 @@ class IndexSync:
     def run_pending(self, progress: Progress | None = None) -> int:
         """Index every revision waiting in the outbox; returns how many rows were written."""
         total = self.graph.pending_count() if progress else 0  # a full scan: only for a progress bar
+        self.drop_removed()
         done = 0
         while docs := self.graph.unindexed(self.batch):
             self.index_docs(docs)
@@ -37,6 +38,15 @@ class IndexSync:
             if progress:
                 progress(min(done, total), max(total, done))
         return done
+
+    def drop_removed(self) -> int:
+        """Drop the index rows of revisions that committed deletions removed from the graph (before writing
+        rows: a revision deleted and created again under the same kref gets its new row)."""
+        removed = self.graph.removed_revisions()
+        if removed:
+            self.index.delete(removed)
+            self.graph.forget_removed(removed)
+        return len(removed)
 
     def index_docs(self, docs: list[IndexDoc]) -> None:
         """Write one batch of outbox entries to the index, then mark them indexed in the graph."""

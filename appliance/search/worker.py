@@ -153,6 +153,7 @@ class IndexWorker:
         while True:
             with self._progress:
                 seen = self._commits
+            self.sync.drop_removed()  # queued before the commits counted in `seen` were announced
             docs = self.sync.graph.unindexed(self.sync.batch)
             if not docs:
                 with self._progress:
