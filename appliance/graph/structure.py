@@ -386,8 +386,9 @@ class StructureStore(StoreBase):
         names.glob_filter(context_filter, "context_filter")
         names.glob_filter(name_filter, "name_filter")
         offset = decode_cursor(cursor, int) or 0
-        context = context_filter.strip("/")
+        context = context_filter.lstrip("/")  # a trailing "/" stops the prefix at a whole segment
         prefix = "" if names.is_glob(context) else context
+
         def job(tx: Tx) -> tuple[list[list[Any]], set[str]]:
             archived = set() if include_deprecated else {
                 r[0] for r in tx.rows("MATCH (p:Project) WHERE p.deprecated RETURN p.name")}
