@@ -137,6 +137,12 @@ def test_projects_spaces_and_items_are_built_searched_and_taken_apart(app: InPro
     assert {lighthouse_item, kept_item} <= fulltext(app, "lighthouse")
     assert recalled(app, PROJECT, "lighthouse keeper boat") >= {lighthouse_item}
 
+    resolved = tool(app, "kumiho_resolve_kref", kref=lighthouse)
+    assert resolved["resolved"] is True and resolved["location"].endswith(".md")
+    assert tool(app, "kumiho_get_revision_by_tag", item_kref=lighthouse_item)["kref"] == lighthouse
+    assert error_of(tool(app, "kumiho_get_revision_by_tag", item_kref=lighthouse_item, tag="nope")) == (
+        "not_found", "item_kref")
+
     # -- metadata on an item and on a revision -------------------------------------------------------------
     on_item = tool(app, "kumiho_set_metadata", kref=hero_kref, metadata={"stage": "final"})
     assert on_item == {"updated": True, "kref": hero_kref, "metadata": {"stage": "final", "owner": "ann"}}
