@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -175,11 +176,6 @@ def check_page_size(value: int) -> int:
     return value
 
 
-# Audit-trail entries of writes that remove revisions (with the item, space or project that held them): the
-# search index sync drops their rows (appliance/search/sync.py).
-REMOVALS = ("revision.deleted", "item.deleted", "space.deleted", "project.deleted")
-
-
 class StoreBase:
     """What every part of the store shares: the engine, the clock and the audit trail."""
 
@@ -187,16 +183,9 @@ class StoreBase:
         self._engine = engine
         self._clock = clock
         self.default_project = default_project
-        # Committed writes that recorded a removal. The index sync reads the audit trail only when this moved
-        # (a scan of it costs ~60 ms at 200k events), so it counts after the commit, before anyone is woken.
-        self.removals = 0
-        self._removing = False
-        engine.on_commit.insert(0, self._count_removal)
-
-    def _count_removal(self) -> None:
-        if self._removing:  # a rolled-back removal is counted with the next commit: one needless scan
-            self._removing = False
-            self.removals += 1
+        # ids of revisions deleted by committed writes whose search-index rows are still to be dropped
+        self._removed: list[str] = []
+        self._removed_lock = threading.Lock()
 
     def _now(self) -> str:
         return iso(self._clock())
@@ -207,9 +196,18 @@ class StoreBase:
         tx.unwind("UNWIND $rows AS id MATCH (r:Revision {id: id}) SET r.indexed = false, r.modified_at = $now",
                   revisions, {"now": self._now()})
 
+    def _removing(self, tx: Tx, revisions: list[str]) -> None:
+        """Queue the index rows of revisions this transaction deletes for dropping, once it commits (the
+        index sync drops them; after a crash, its repair on start does)."""
+        if revisions:
+            tx.after_commit(lambda: self._queue_removed(revisions))
+
+    def _queue_removed(self, revisions: list[str]) -> None:
+        with self._removed_lock:
+            self._removed.extend(revisions)
+
     def _event(self, tx: Tx, routing_key: str, kref: str, details: dict[str, Any] | None = None) -> None:
         """Record a change in the audit trail, in the same transaction as the change itself."""
-        self._removing = self._removing or routing_key in REMOVALS
         tx.run(
             "CREATE (:Event {at: $at, routing_key: $k, kref: $kref, author: $a, details: $d})",
             {"at": self._now(), "k": routing_key, "kref": kref, "a": LOCAL_USER,

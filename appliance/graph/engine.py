@@ -88,6 +88,13 @@ class Tx:
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
         self.wrote = False  # whether a statement that changes data ran (a rollback then needs a checkpoint)
+        self.committed: list[Callable[[], None]] = []  # run once this write transaction has committed
+
+    def after_commit(self, action: Callable[[], None]) -> None:
+        """Run ``action`` on the writer thread once this transaction has committed (never after a rollback),
+        before the engine's commit listeners: what a commit tells others (removed revisions) is known to them
+        when they hear of the commit."""
+        self.committed.append(action)
 
     def rows(self, query: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
         # Kùzu refuses parameters a query does not use; callers may share one parameter dict.
@@ -204,7 +211,7 @@ class KuzuEngine:
                 self._checkpoint_after_rollback()
                 self._writer_conn.recycle_if_full()  # between transactions: nothing of one is lost
                 self._writer_conn.execute("BEGIN TRANSACTION", {})
-                began, tx.wrote = True, False
+                began, tx.wrote, tx.committed = True, False, []
                 result = job(tx)
                 self._writer_conn.execute("COMMIT", {})
             except BaseException as exc:
@@ -213,7 +220,7 @@ class KuzuEngine:
                 future.set_exception(_as_kumiho_error(exc))
             else:
                 # listeners first: a caller that reads a commit counter after its write sees its own commit
-                for listener in self.on_commit:
+                for listener in [*tx.committed, *self.on_commit]:
                     try:
                         listener()
                     except Exception:

@@ -5,15 +5,19 @@ clears the flag in the same transaction and moves ``modified_at``. The index syn
 writes their rows, then sets the flag back only where ``modified_at`` is unchanged, so a change that lands
 in between is never lost. A crash between the graph commit and the index write leaves the flag cleared:
 the sync on the next start repairs it.
+
+Deleting revisions (an item, a space, a project) leaves nothing to flag: the deleting transaction queues the
+revisions' ids once it commits (``removed_revisions``) and the sync drops their rows before its next round
+of writes; a crash before that leaves rows of revisions the graph no longer has, which the repair on start
+removes. Archiving a project flags its revisions: their rows are then marked deprecated (hidden from search).
 """
 
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from functools import partial
 
-from appliance.graph._support import REMOVALS, StoreBase, item_of, loads, to_kref
+from appliance.graph._support import StoreBase, item_of, loads, to_kref
 from appliance.graph.engine import Tx
 
 
@@ -28,7 +32,7 @@ class IndexDoc:
     item_name: str
     metadata: dict[str, str]
     tags: list[str]
-    deprecated: bool  # the revision or its item
+    deprecated: bool  # the revision, its item or its project (archived)
     created_at: str
     modified_at: str
 
@@ -49,15 +53,28 @@ class OutboxStore(StoreBase):
                            "RETURN i, r ORDER BY r.id LIMIT $n", {"n": limit})
             if not rows:
                 return []
+            archived = {r[0] for r in tx.rows("MATCH (p:Project) WHERE p.deprecated RETURN p.name")}
             tags: dict[str, list[str]] = {}
             for revision, tag in tx.rows("MATCH (:Item)-[t:TAGGED]->(r:Revision) WHERE NOT r.indexed "
                                          "AND t.until = '' RETURN r.id, t.tag"):
                 tags.setdefault(revision, []).append(tag)
             return [IndexDoc(r["id"], i["project"], i["space"], i["kind"], i["name"], loads(r["metadata"]),
-                             sorted(tags.get(r["id"], [])), bool(r["deprecated"] or i["deprecated"]),
+                             sorted(tags.get(r["id"], [])),
+                             bool(r["deprecated"] or i["deprecated"] or i["project"] in archived),
                              r["created_at"], r["modified_at"]) for i, r in rows]
 
         return self._engine.read(job)
+
+    def removed_revisions(self) -> list[str]:
+        """Krefs of revisions that committed deletions removed and whose index rows are still to be dropped."""
+        with self._removed_lock:
+            return [to_kref(r) for r in self._removed]
+
+    def forget_removed(self, revision_krefs: list[str]) -> None:
+        """The index no longer holds these revisions' rows."""
+        dropped = {k[len("kref://"):] for k in revision_krefs}
+        with self._removed_lock:
+            self._removed = [r for r in self._removed if r not in dropped]
 
     def mark_indexed(self, docs: list[IndexDoc]) -> None:
         """Clear the outbox flag of revisions whose state is still the one that was indexed."""
@@ -82,31 +99,3 @@ class OutboxStore(StoreBase):
         return int(self._engine.read(lambda tx: tx.scalar(
             "MATCH (r:Revision) WHERE NOT r.indexed RETURN count(r)")))
 
-    # -- removals: rows of revisions that are gone from the graph ------------------------------------------
-    def last_event(self) -> int:
-        """The sequence number of the newest audit-trail entry (0 when there is none)."""
-        return int(self._engine.read(lambda tx: tx.scalar("MATCH (e:Event) RETURN max(e.seq)")) or 0)
-
-    def removals_since(self, after: int) -> tuple[list[str], int]:
-        """The krefs that removals recorded after entry ``after`` name (revisions, items, spaces, projects),
-        oldest first, and the entry to read after next time."""
-        def job(tx: Tx) -> tuple[list[str], int]:
-            newest = int(tx.scalar("MATCH (e:Event) RETURN max(e.seq)") or 0)
-            rows = tx.rows("MATCH (e:Event) WHERE e.seq > $after AND e.seq <= $newest AND e.routing_key IN $keys "
-                           "RETURN e.kref ORDER BY e.seq", {"after": after, "newest": newest, "keys": list(REMOVALS)})
-            return [r[0] for r in rows], max(newest, after)
-
-        return self._engine.read(job)
-
-    def missing_revisions(self, revision_krefs: list[str]) -> list[str]:
-        """Those of ``revision_krefs`` that name no revision (any more)."""
-        def present(tx: Tx, chunk: list[str]) -> set[str]:
-            ids = [k[len("kref://"):] for k in chunk]
-            return {to_kref(r[0]) for r in tx.rows("MATCH (r:Revision) WHERE r.id IN $ids RETURN r.id", {"ids": ids})}
-
-        missing = []
-        for start in range(0, len(revision_krefs), 1000):
-            chunk = revision_krefs[start: start + 1000]
-            found = self._engine.read(partial(present, chunk=chunk))
-            missing += [k for k in chunk if k not in found]
-        return missing

@@ -225,6 +225,7 @@ class RevisionStore(StoreBase):
                                                "ORDER BY a.name", {"id": node_id})]
             tx.run("MATCH (:Revision {id: $id})-[:HAS_ARTIFACT]->(a) DETACH DELETE a", {"id": node_id})
             tx.run("MATCH (r:Revision {id: $id}) DETACH DELETE r", {"id": node_id})
+            self._removing(tx, [node_id])
             newest = tx.scalar("MATCH (:Item {id: $i})-[:HAS_REVISION]->(r) RETURN max(r.number)", {"i": item})
             if newest is not None and tag_holder(tx, item, names.LATEST) is None:
                 self._move_tag(tx, item, revision_id(item, newest), names.LATEST)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from appliance.core import deletion, names
 from appliance.core import kref as krefs
-from appliance.core import names
 from appliance.core.model import Item, Page, Project, Space
 from appliance.errors import Conflict, InvalidArgument, NotFound
 from appliance.graph._support import (
@@ -87,26 +87,88 @@ class StructureStore(StoreBase):
                  "dep": current.deprecated if deprecated is None else deprecated,
                  "m": dumps({**current.metadata, **meta})},
             )
-            self._event(tx, "project.updated", "kref://" + name,
-                        {"deprecated": deprecated, "metadata": meta or None})
+            archiving = deprecated is not None and deprecated != current.deprecated
+            if archiving:  # the search index hides an archived project's memories (outbox.py)
+                self._dirty(tx, self._project_revisions(tx, name))
+            routing = ("project.archived" if deprecated else "project.restored") if archiving else "project.updated"
+            self._event(tx, routing, "kref://" + name, {"deprecated": deprecated, "metadata": meta or None})
             return project_from(row[0])
 
         return self._engine.write(job)
 
     def delete_project(self, name: str, force: bool = False) -> bool:
-        """Archive the project (``force=False``) or delete it and everything in it (``force=True``)."""
+        """Archive the project (``force=False``: hidden from listings and search, restorable with
+        ``update_project(deprecated=False)``) or delete it and everything in it (``force=True``; agents go
+        through ``deletion_impact`` and ``hard_delete_project`` instead)."""
         if not force:
             self.update_project(name, deprecated=True)
             return True
 
         def job(tx: Tx) -> bool:
             self._project_node(tx, name)
-            self._delete_subtree(tx, "/" + name)
-            tx.run("MATCH (p:Project {name: $n}) DELETE p", {"n": name})
-            self._event(tx, "project.deleted", "kref://" + name)
+            self._hard_delete(tx, name)
             return True
 
         return self._engine.write(job)
+
+    def deletion_impact(self, name: str) -> deletion.DeletionImpact:
+        """What deleting the project for good would remove and what stands in the way, under a new snapshot
+        id and its hash (core/deletion.py)."""
+        snapshot_id = deletion.new_snapshot_id(self._clock())
+        return self._engine.read(lambda tx: self._impact(tx, name, snapshot_id))
+
+    def hard_delete_project(self, name: str, snapshot_id: str, snapshot_hash: str) -> deletion.DeletionImpact:
+        """Delete the project and everything in it, if it is still as the snapshot described it and no other
+        project refers into it."""
+        deletion.check_snapshot(snapshot_id, snapshot_hash)
+
+        def job(tx: Tx) -> deletion.DeletionImpact:
+            now = self._impact(tx, name, snapshot_id)
+            if now.snapshot_hash != snapshot_hash:
+                raise Conflict(f"impact_snapshot_hash: project {name!r} changed since this snapshot was taken (or "
+                               "the id and hash do not belong together); call again with force=true for a fresh "
+                               "snapshot and confirm that one", field="impact_snapshot_hash")
+            if now.blocker_count:
+                raise Conflict(f"project_name: {now.blocker_count} reference(s) from other projects point into "
+                               f"project {name!r} ({'; '.join(now.blockers[:5])}); delete those edges or bundle "
+                               "memberships first", field="project_name")
+            self._hard_delete(tx, name)
+            return now
+
+        return self._engine.write(job)
+
+    def _hard_delete(self, tx: Tx, name: str) -> None:
+        revisions = self._project_revisions(tx, name)
+        self._delete_subtree(tx, "/" + name)
+        tx.run("MATCH (p:Project {name: $n}) DELETE p", {"n": name})
+        self._removing(tx, revisions)
+        self._event(tx, "project.deleted", "kref://" + name, {"revisions": len(revisions)})
+
+    def _impact(self, tx: Tx, name: str, snapshot_id: str) -> deletion.DeletionImpact:
+        project = project_from(self._project_node(tx, name))
+        params = {"n": name, "p": "/" + name, "prefix": "/" + name + "/", "id": name + "/"}
+        spaces = [r[0] for r in tx.rows("MATCH (s:Space) WHERE starts_with(s.path, $prefix) "
+                                        "RETURN s.path ORDER BY s.path", params)]
+        items = [r[0] for r in tx.rows("MATCH (i:Item {project: $n}) RETURN i.id ORDER BY i.id", params)]
+        mine = "MATCH (i:Item {project: $n})-[:HAS_REVISION]->(r:Revision)"
+        counts = {
+            "spaces": len(spaces), "items": len(items),
+            "revisions": int(tx.scalar(mine + " RETURN count(r)", params)),
+            "artifacts": int(tx.scalar(mine + "-[:HAS_ARTIFACT]->(a) RETURN count(a)", params)),
+        }
+        links = tx.rows(mine + "<-[e:LINK]-(o:Revision) WHERE NOT starts_with(o.id, $id) "
+                        "RETURN o.id, e.edge_type, r.id ORDER BY o.id, e.edge_type, r.id", params)
+        counts["edges"] = int(tx.scalar(mine + "-[e:LINK]->() RETURN count(e)", params)) + len(links)
+        bundles = tx.rows("MATCH (i:Item {project: $n})<-[:COLLECTS {removed_in: 0}]-(b:Item) "
+                          "WHERE b.project <> $n RETURN b.id, i.id ORDER BY b.id, i.id", params)
+        blockers = [f"{to_kref(o)} {edge} {to_kref(r)}" for o, edge, r in links]
+        blockers += [f"bundle {to_kref(b)} holds {to_kref(i)}" for b, i in bundles]
+        descendants = ["kref:/" + p for p in spaces] + [to_kref(i) for i in items]
+        return deletion.impact(snapshot_id, project.project_id, name, descendants, blockers, counts)
+
+    def _project_revisions(self, tx: Tx, name: str) -> list[str]:
+        return [r[0] for r in tx.rows("MATCH (:Item {project: $n})-[:HAS_REVISION]->(r:Revision) RETURN r.id",
+                                      {"n": name})]
 
     def _project_node(self, tx: Tx, name: str) -> dict[str, Any]:
         row = tx.one("MATCH (p:Project {name: $n}) RETURN p", {"n": name})
@@ -221,8 +283,12 @@ class StructureStore(StoreBase):
             if not force and (has_children or has_items):
                 raise Conflict(f"space {normal} is not empty; delete its contents or pass force=true",
                                field="space_path")
+            revisions = [r[0] for r in tx.rows(
+                "MATCH (s:Space)-[:HOLDS]->(:Item)-[:HAS_REVISION]->(r:Revision) WHERE s.path = $p OR "
+                "starts_with(s.path, $prefix) RETURN r.id", {"p": normal, "prefix": normal + "/"})]
             self._delete_subtree(tx, normal)
-            self._event(tx, "space.deleted", "kref:/" + normal)
+            self._removing(tx, revisions)
+            self._event(tx, "space.deleted", "kref:/" + normal, {"revisions": len(revisions)})
             return True
 
         return self._engine.write(job)
@@ -316,18 +382,25 @@ class StructureStore(StoreBase):
         include_deprecated: bool = False, page_size: int = 100, cursor: str | None = None,
     ) -> Page[Item]:
         """Items across spaces. ``context_filter`` is a string prefix of ``project/space…`` or a glob
-        (``project-*``, ``*/characters/*``); ``name_filter`` a substring or a glob (``hero*``)."""
+        (``project-*``, ``*/characters/*``); ``name_filter`` a substring or a glob (``hero*``). Deprecated
+        items and the items of archived projects are left out unless ``include_deprecated``."""
         check_page_size(page_size)
         names.glob_filter(context_filter, "context_filter")
         names.glob_filter(name_filter, "name_filter")
         offset = decode_cursor(cursor, int) or 0
-        context = context_filter.strip("/")
+        context = context_filter.lstrip("/")  # a trailing "/" stops the prefix at a whole segment
         prefix = "" if names.is_glob(context) else context
-        rows = self._engine.read(lambda tx: tx.rows(
-            "MATCH (i:Item) WHERE starts_with(i.id, $prefix) AND ($incl OR NOT i.deprecated) "
-            "AND ($kind = '' OR i.kind = $kind) RETURN i ORDER BY i.id",
-            {"prefix": prefix, "incl": include_deprecated, "kind": kind_filter}))
-        items = [item_from(r[0]) for r in rows]
+
+        def job(tx: Tx) -> tuple[list[list[Any]], set[str]]:
+            archived = set() if include_deprecated else {
+                r[0] for r in tx.rows("MATCH (p:Project) WHERE p.deprecated RETURN p.name")}
+            return tx.rows(
+                "MATCH (i:Item) WHERE starts_with(i.id, $prefix) AND ($incl OR NOT i.deprecated) "
+                "AND ($kind = '' OR i.kind = $kind) RETURN i ORDER BY i.id",
+                {"prefix": prefix, "incl": include_deprecated, "kind": kind_filter}), archived
+
+        rows, archived = self._engine.read(job)
+        items = [item for item in (item_from(r[0]) for r in rows) if item.project not in archived]
         if names.is_glob(context):
             regex = names.glob_regex(context)
             items = [i for i in items
@@ -357,7 +430,9 @@ class StructureStore(StoreBase):
 
         def job(tx: Tx) -> bool:
             node_id = locate_item(tx, parsed, self.default_project)
-            count = tx.scalar("MATCH (:Item {id: $id})-[:HAS_REVISION]->(r) RETURN count(r)", {"id": node_id})
+            revisions = [r[0] for r in tx.rows("MATCH (:Item {id: $id})-[:HAS_REVISION]->(r) RETURN r.id",
+                                               {"id": node_id})]
+            count = len(revisions)
             if count and not force:
                 raise Conflict(f"item {to_kref(node_id)} has {count} revision(s); deprecate it to hide it, "
                                "or pass force=true to delete it with its revisions", field="kref")
@@ -365,7 +440,8 @@ class StructureStore(StoreBase):
                    "DETACH DELETE a", {"id": node_id})
             tx.run("MATCH (:Item {id: $id})-[:HAS_REVISION]->(r) DETACH DELETE r", {"id": node_id})
             tx.run("MATCH (i:Item {id: $id}) DETACH DELETE i", {"id": node_id})
-            self._event(tx, "item.deleted", to_kref(node_id))
+            self._removing(tx, revisions)
+            self._event(tx, "item.deleted", to_kref(node_id), {"revisions": count})
             return True
 
         return self._engine.write(job)

@@ -9,6 +9,7 @@ from typing import Any
 
 from appliance.config import DEFAULT_PORT, KumihoSettings, MemorySettings
 from appliance.core import insight
+from appliance.core.deletion import MAX_LISTED as MAX_LISTED_IMPACT
 from appliance.core.experiences import MAX_RECORD_CHARS
 from appliance.core.insights import MAX_HYPOTHESES
 from appliance.core.names import MAX_PATTERN, MAX_SEGMENT, MAX_WILDCARDS
@@ -47,6 +48,7 @@ from appliance.operations.sessions import MAX_SUMMARY_OBJECT
 from appliance.operations.validation import MAX_DEPTH, largest_request
 from appliance.services.recall import LEARNED_KINDS, MAX_LEARNED
 from appliance.services.sessions import CONSOLIDATE_AFTER, INGEST_SHOWN
+from appliance.services.structure import MAX_LISTED as STRUCTURE_LISTED
 from appliance.services.writes import CAPTURE_TYPES, MAX_METADATA_VALUE
 
 COMMAND = "python -m appliance.mcp_api.docs > docs/mcp-tools.md"
@@ -238,6 +240,49 @@ GROUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
      f"* Without a model they change nothing and say so: discover_edges returns `edges: []` and `skipped: "
      f"\"{NO_MODEL} (…)\"` (an unknown `revision_kref` is still an error); dream_state with `dry_run` reports "
      f"`would_assess`, without it `success: false` and `skipped`."),
+    ("Projects, spaces and items", ("kumiho_list_projects", "kumiho_get_project", "kumiho_create_project",
+                                    "kumiho_delete_project", "kumiho_get_spaces", "kumiho_get_space",
+                                    "kumiho_create_space", "kumiho_delete_space", "kumiho_get_item",
+                                    "kumiho_search_items", "kumiho_create_item", "kumiho_delete_item",
+                                    "kumiho_set_metadata"),
+     f"* Project, space and item names: 1–{MAX_SEGMENT} letters, digits, `_` and `-`, starting with a letter, "
+     "digit or `_`; a kind may also hold `.`. The kind `bundle` is reserved for bundles. Space paths read "
+     "`/<project>/<space>/<sub-space>`.\n"
+     "* Creating a project whose name is taken (by an archived project too) is an `already_exists` error. "
+     "Creating a space or an item that exists returns it with `created: false`; an existing item gets the "
+     "given `metadata` merged in. `kumiho_create_space` creates one level: `parent_path` (default: the "
+     "project's top level) must exist and lie in `project_name`.\n"
+     f"* `kumiho_get_spaces` and `kumiho_search_items` answer at most {STRUCTURE_LISTED} entries; when more "
+     "match, the answer adds `total` and `truncated: true` (narrow the filters).\n"
+     "* `kumiho_search_items`: `context_filter` is a plain prefix of `project/space/…` (so `Atlas` also "
+     "matches `Atlas2`; add a `/` to stop at the segment) or a pattern with `*`, `?` or `[…]` matched "
+     "against the item's whole space path (`Atlas/*`, `*/characters`); `name_filter` is a case-insensitive "
+     "substring or such a pattern (`hero*`); `kind_filter` is exact. Filters hold at most "
+     f"{MAX_PATTERN} characters and {MAX_WILDCARDS} wildcards. Deprecated items and the items of archived "
+     "projects are left out; `include_metadata` adds each item's metadata. `auth_token` is accepted and "
+     "ignored: the appliance has no accounts (who may call it is set by where it listens and its API token, "
+     "see [security.md](security.md)).\n"
+     "* `kumiho_set_metadata` merges string values into an item (kref without `?r=`) or a revision "
+     "(`?r=N`, or `?t=<tag>` for the revision holding the tag; its search text follows) and returns the "
+     "whole merged `metadata`. Other values are refused: JSON-encode them first.\n"
+     "* Deleting: an item with revisions needs `force: true` (its revisions, artifacts and edges go with it; "
+     "to hide an item instead, deprecate it), and so does a space that holds spaces or items (everything "
+     "in it goes). A project's top space goes only with the project. What is deleted is gone from search "
+     "and recall at once; the Markdown files of deleted memories are moved to `artifacts/.orphaned/` under "
+     "the data directory at the next start, not deleted.\n"
+     "* `kumiho_delete_project` without `force` archives the project: nothing is removed, but it leaves "
+     "`kumiho_list_projects`, item search, recall and full-text search; `kumiho_get_project` still shows "
+     "it with `deprecated: true` and its name stays taken. No tool restores an archived project.\n"
+     "* `force: true` deletes a project for good, in two calls. The first deletes nothing and answers "
+     "`requires_confirmation: true` with an `impact_snapshot_id` and `impact_snapshot_hash`, the "
+     f"`descendants` (its spaces and items, the first {MAX_LISTED_IMPACT}; `descendant_count`), `counts` "
+     "(spaces, items, revisions, artifacts, edges) and the `blockers`: edges and bundle memberships from "
+     "other projects into this one (`blocker_count`). The second call repeats `project_name`, `force`, the "
+     "id and the hash, with `confirmed: true`, and deletes the project and everything in it (`removed` "
+     "counts what went). It is refused with `conflict` when the project changed since the snapshot "
+     "(field `impact_snapshot_hash`: take a new one) or while blockers remain (field `project_name`: "
+     "delete those edges or memberships first). Nothing is kept between the two calls: the hash is "
+     "checked against the project as it is at the second call."),
     ("Graph maintenance", ("kumiho_resolve_kref", "kumiho_get_edges", "kumiho_get_revision_by_tag",
                            "kumiho_deprecate_item"),
      "* krefs: `kref://<project>/<space…>/<item>.<kind>?r=<n>&a=<artifact>`, or the short form without a "
@@ -398,9 +443,9 @@ def reference_markdown() -> str:
         "same way. Codes: "
         + ", ".join(f"`{c}`" for c in (InvalidArgument.code, InvalidKref.code, NotFound.code, AlreadyExists.code,
                                        Conflict.code, AmbiguousKref.code, Unavailable.code, KumihoError.code))
-        + f" (`{Conflict.code}`: the request is valid but what it would change is held, e.g. a published "
-        f"revision deleted without `force`; `{AmbiguousKref.code}` adds `candidates`; `{Unavailable.code}` "
-        "means try again shortly, e.g. while "
+        + f" (`{Conflict.code}`: the request is valid but the current state forbids it, e.g. deleting a "
+        f"non-empty space or a published revision without `force`; `{AmbiguousKref.code}` adds `candidates`; "
+        f"`{Unavailable.code}` means try again shortly, e.g. while "
         f"a damaged search index is being rebuilt; `{KumihoError.code}` is a defect, logged by the appliance, "
         "never a traceback).",
         "",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from appliance.core.model import Artifact, Edge, Item, Revision
+from appliance.core.model import Artifact, Edge, Item, Project, Revision, Space
 
 
 def item_view(item: Item, include_metadata: bool = True) -> dict[str, Any]:
@@ -38,3 +38,14 @@ def artifact_view(artifact: Artifact) -> dict[str, Any]:
 def edge_view(edge: Edge) -> dict[str, Any]:
     return {"source_kref": edge.source_kref, "target_kref": edge.target_kref, "edge_type": edge.edge_type,
             "metadata": dict(edge.metadata), "created_at": edge.created_at}
+
+
+def project_view(project: Project) -> dict[str, Any]:
+    return {"project_id": project.project_id, "name": project.name, "description": project.description,
+            "created_at": project.created_at, "updated_at": project.updated_at, "deprecated": project.deprecated,
+            "allow_public": project.allow_public}
+
+
+def space_view(space: Space) -> dict[str, Any]:
+    return {"path": space.path, "name": space.name, "type": space.type, "created_at": space.created_at,
+            "author": space.author, "username": space.username, "metadata": dict(space.metadata)}

@@ -189,15 +189,6 @@ class SearchIndex:
         table = self._table.search().select(["revision_kref"]).limit(count).to_arrow()
         return set(table.column("revision_kref").to_pylist())
 
-    def revision_krefs_under(self, krefs: list[str]) -> set[str]:
-        """The rows' revision krefs that are one of ``krefs`` or lie under one (an item's revisions, those of
-        a space's or a project's items), from the resident copy."""
-        exact = set(krefs)
-        prefixes = tuple(k + sep for k in krefs if "?" not in k for sep in ("?", "/"))
-        if not prefixes:  # revisions only: no need to walk the rows
-            return {k for k in exact if k in self.resident()}
-        return {k for k in self.resident().krefs() if k in exact or k.startswith(prefixes)}
-
     def text_hashes(self, revision_krefs: list[str]) -> dict[str, tuple[str, np.ndarray]]:
         """Existing rows' text hash and vector, so that an unchanged text is not embedded again."""
         resident = self.resident()

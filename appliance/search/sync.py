@@ -26,11 +26,11 @@ class Repair:
 class IndexSync:
     def __init__(self, graph: GraphStore, index: SearchIndex, embedder: Embedder, batch: int = 128) -> None:
         self.graph, self.index, self.embedder, self.batch = graph, index, embedder, batch
-        self.removals_read = 0  # the audit-trail entry after which removals are still to be handled
 
     def run_pending(self, progress: Progress | None = None) -> int:
         """Index every revision waiting in the outbox; returns how many rows were written."""
         total = self.graph.pending_count() if progress else 0  # a full scan: only for a progress bar
+        self.drop_removed()
         done = 0
         while docs := self.graph.unindexed(self.batch):
             self.index_docs(docs)
@@ -39,22 +39,19 @@ class IndexSync:
                 progress(min(done, total), max(total, done))
         return done
 
+    def drop_removed(self) -> int:
+        """Drop the index rows of revisions that committed deletions removed from the graph (before writing
+        rows: a revision deleted and created again under the same kref gets its new row)."""
+        removed = self.graph.removed_revisions()
+        if removed:
+            self.index.delete(removed)
+            self.graph.forget_removed(removed)
+        return len(removed)
+
     def index_docs(self, docs: list[IndexDoc]) -> None:
         """Write one batch of outbox entries to the index, then mark them indexed in the graph."""
         self.index.upsert(self._rows(docs))
         self.graph.mark_indexed(docs)
-
-    def remove_deleted(self) -> int:
-        """Drop the rows of revisions that deletions (of revisions, items, spaces, projects) removed from the
-        graph since the last call, as the audit trail records them; returns how many rows went. A row is
-        dropped only when its revision is gone from the graph: a kref that names a new revision again (an
-        item deleted and created anew) keeps its row."""
-        named, self.removals_read = self.graph.removals_since(self.removals_read)
-        if not named:
-            return 0
-        gone = self.graph.missing_revisions(sorted(self.index.revision_krefs_under(named)))
-        self.index.delete(gone)
-        return len(gone)
 
     def _rows(self, docs: list[IndexDoc]) -> list[IndexRow]:
         texts = [searchable_text(d.item_name, d.metadata, d.tags) for d in docs]
@@ -77,7 +74,6 @@ class IndexSync:
     def repair(self, progress: Progress | None = None) -> Repair:
         """Make graph and index agree again (on start, after a crash): drop rows of deleted revisions,
         requeue revisions whose rows are missing, then index everything pending."""
-        self.removals_read = self.graph.last_event()  # removals up to here are in the comparison below
         in_graph = self.graph.revision_krefs()
         in_index = self.index.revision_krefs()
         stale = sorted(in_index - in_graph)

@@ -39,7 +39,6 @@ class IndexWorker:
         # of an empty outbox
         self._commits = 0
         self._synced = 0
-        self._removals = 0  # the graph's removal count when the sync last read the audit trail for removals
         self._progress = threading.Condition()
         self._thread = threading.Thread(target=self._loop, name="index-sync", daemon=True)
         self.last_error: str | None = None
@@ -154,9 +153,7 @@ class IndexWorker:
         while True:
             with self._progress:
                 seen = self._commits
-            if self.sync.graph.removals != self._removals:  # read before: a removal committed later counts
-                self._removals = self.sync.graph.removals
-                self.sync.remove_deleted()
+            self.sync.drop_removed()  # queued before the commits counted in `seen` were announced
             docs = self.sync.graph.unindexed(self.sync.batch)
             if not docs:
                 with self._progress:

@@ -30,6 +30,7 @@ from appliance.services.patterns import PatternService
 from appliance.services.recall import RecallService
 from appliance.services.revisions import RevisionService
 from appliance.services.sessions import SessionService
+from appliance.services.structure import StructureService
 from appliance.services.writes import WriteService
 
 Handler = Callable[[Any, Client], dict[str, Any]]  # (the operation's typed input, the caller) → its result
@@ -68,7 +69,7 @@ def families(parts: Parts) -> list[Family]:
     return [recall, writes, SessionService(parts.working, recall), ConsolidationService(parts.consolidator, model),
             PatternService(parts.graph, parts.writer),
             RevisionService(parts.graph, parts.artifacts.parent),  # artifacts live in <data dir>/artifacts
-            operator, _Legacy(parts.memory)]
+            StructureService(parts.graph), operator, _Legacy(parts.memory)]
 
 
 def handlers(found: Iterable[Family]) -> dict[str, Handler]:
@@ -92,9 +93,7 @@ class _Legacy:
         methods: dict[str, Callable[[dict[str, Any], Client], dict[str, Any]]] = {
             "kumiho_memory_discover_edges": memory.discover_edges,
             "kumiho_memory_dream_state": memory.dream_state,
-            "kumiho_resolve_kref": memory.resolve_kref, "kumiho_get_edges": memory.get_edges,
-            "kumiho_get_revision_by_tag": memory.get_revision_by_tag,
-            "kumiho_deprecate_item": memory.deprecate_item,
+            "kumiho_get_edges": memory.get_edges,
         }
         return {name: _plain(method) for name, method in methods.items()}
 

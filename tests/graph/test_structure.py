@@ -42,6 +42,43 @@ def test_force_deleting_a_project_removes_everything_in_it(graph: GraphStore) ->
     assert graph.stats()["items"] == 0 and graph.stats()["spaces"] == 0
 
 
+def test_a_hard_delete_confirms_the_snapshot_of_the_project_as_it_is(graph: GraphStore) -> None:
+    graph.ensure_space("/Gone/a")
+    first = graph.create_item("/Gone/a", "x", "note")
+    graph.create_revision(first.kref)
+    before = graph.deletion_impact("Gone")
+    assert before.descendants == ["kref://Gone/a", first.kref] and before.counts["revisions"] == 1
+    again = graph.deletion_impact("Gone")
+    assert again.snapshot_id != before.snapshot_id and again.snapshot_hash != before.snapshot_hash
+    graph.create_item("/Gone/a", "y", "note")  # the project changes: the snapshot no longer holds
+    with pytest.raises(Conflict, match="changed since"):
+        graph.hard_delete_project("Gone", before.snapshot_id, before.snapshot_hash)
+    assert graph.removed_revisions() == []  # a refused deletion queues nothing for the index
+    now = graph.deletion_impact("Gone")
+    assert now.descendant_count == 3
+    graph.hard_delete_project("Gone", now.snapshot_id, now.snapshot_hash)
+    assert graph.removed_revisions() == [first.kref + "?r=1"]  # queued once committed
+    with pytest.raises(NotFound):
+        graph.get_project("Gone")
+
+
+def test_references_from_other_projects_block_a_hard_delete(graph: GraphStore) -> None:
+    graph.ensure_space("/Gone/a")
+    graph.ensure_space("/Stay/b")
+    inside = graph.create_revision(graph.create_item("/Gone/a", "x", "note").kref)
+    outside = graph.create_revision(graph.create_item("/Stay/b", "y", "note").kref)
+    graph.create_edge(outside.kref, inside.kref, "DEPENDS_ON")
+    bundle = graph.create_bundle("/Stay/b", "set")
+    graph.add_bundle_member(bundle.kref, inside.item_kref)
+    impact = graph.deletion_impact("Gone")
+    assert impact.blockers == [f"{outside.kref} DEPENDS_ON {inside.kref}",
+                               f"bundle {bundle.kref} holds {inside.item_kref}"]
+    with pytest.raises(Conflict, match="2 reference"):
+        graph.hard_delete_project("Gone", impact.snapshot_id, impact.snapshot_hash)
+    with pytest.raises(InvalidArgument):
+        graph.hard_delete_project("Gone", "not-an-id", impact.snapshot_hash)
+
+
 def test_nested_spaces_and_their_types(graph: GraphStore) -> None:
     deep = graph.ensure_space("/P/a/b/c")
     assert (deep.path, deep.name, deep.parent_path, deep.type) == ("/P/a/b/c", "c", "/P/a/b", "sub")
@@ -158,6 +195,20 @@ def test_search_items_by_context_prefix_glob_and_name(graph: GraphStore) -> None
     assert names_of(context_filter="film-*", name_filter="hero*") == ["hero", "heroine"]
     assert names_of(name_filter="ROIN") == ["heroine"]
     assert names_of(kind_filter="texture") == []
+    graph.ensure_space("/film-2024b/characters")
+    graph.create_item("/film-2024b/characters", "extra", "model")
+    assert names_of(context_filter="film-2024") == ["hero", "sword", "extra"]  # a plain string prefix
+    assert names_of(context_filter="/film-2024/") == ["hero", "sword"]  # a trailing "/" ends the segment
+
+
+def test_items_of_an_archived_project_leave_search_until_restored(graph: GraphStore) -> None:
+    graph.ensure_space("/Old/a")
+    graph.create_item("/Old/a", "relic", "model")
+    graph.delete_project("Old")
+    assert graph.search_items(context_filter="Old").items == []
+    assert [i.item_name for i in graph.search_items(context_filter="Old", include_deprecated=True).items] == ["relic"]
+    graph.update_project("Old", deprecated=False)
+    assert [i.item_name for i in graph.search_items(context_filter="Old").items] == ["relic"]
 
 
 def test_item_metadata_merges_and_is_audited(graph: GraphStore, space: str) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 import pytest
 
+from appliance.mcp_api.catalogue import tools
 from tests.appliance_process import ROOT, Running, cli_env, free_port, serve
 from tests.mcp_api.clients import call, http_session, stdio_session, stop_background_appliance
 
@@ -170,6 +171,19 @@ def test_every_tool_answers_over_stdio(app: Running) -> None:
                 "memory_get_revision_by_tag": {"item_kref": item},
                 "memory_store": {"title": "Operator stdio note", "summary": "From the tour."},
                 "memory_graph": {"limit": 20},
+                "kumiho_create_project": {"name": "StdioTour"},
+                "kumiho_list_projects": {},
+                "kumiho_get_project": {"name": "StdioTour"},
+                "kumiho_create_space": {"project_name": "StdioTour", "space_name": "a"},
+                "kumiho_get_spaces": {"project_name": "StdioTour", "recursive": True},
+                "kumiho_get_space": {"space_path": "/StdioTour/a"},
+                "kumiho_create_item": {"space_path": "/StdioTour/a", "item_name": "x", "kind": "note"},
+                "kumiho_get_item": {"kref": "kref://StdioTour/a/x.note"},
+                "kumiho_search_items": {"context_filter": "StdioTour", "auth_token": "ignored"},
+                "kumiho_set_metadata": {"kref": "kref://StdioTour/a/x.note", "metadata": {"k": "v"}},
+                "kumiho_delete_item": {"item_kref": "kref://StdioTour/a/x.note"},
+                "kumiho_delete_space": {"space_path": "/StdioTour/a"},
+                "kumiho_delete_project": {"project_name": "StdioTour", "force": True},  # the snapshot only
             }
             answers = {"kumiho_memory_store": stored, "kumiho_memory_ingest": ingested}
             for tool, arguments in calls.items():
@@ -177,4 +191,4 @@ def test_every_tool_answers_over_stdio(app: Running) -> None:
             return answers
 
     answers = anyio.run(steps)
-    assert len(answers) == 26 and not [t for t, a in answers.items() if "error" in a]
+    assert set(answers) == set(tools()) and not [t for t, a in answers.items() if "error" in a]
