@@ -53,6 +53,8 @@ from appliance.search.sync import IndexSync
 from appliance.search.worker import IndexWorker
 from appliance.server.door import ASGIApp, DoorPolicy, bounded_body, front_door
 from appliance.services import Family, Parts, families, handlers
+from appliance.services.maintenance import MaintenanceService
+from appliance.services.model_work import ModelWork
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +117,8 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
             try:
                 search = SearchService(index, embedder)
                 parts = service_parts(settings, data_dir, graph, search, worker, working, model, jobs)
-                maintenance = Maintenance(parts.memory, jobs, settings.maintenance, settings.kumiho.default_project)
+                maintenance = Maintenance(parts.memory, parts.dreams, jobs, settings.maintenance,
+                                          settings.kumiho.default_project)
                 maintenance.start()
                 yield Services(settings, data_dir, graph, index, search, worker, working, parts.memory,
                                parts.operator, tuple(families(parts)), jobs, model, maintenance)
@@ -149,13 +152,17 @@ def service_parts(settings: Settings, data_dir: DataDir, graph: GraphStore, sear
                            call_timeout=max(conf.request_timeout_seconds, 300.0),
                            keep_raw_transcripts=settings.maintenance.keep_raw_transcripts,
                            dream_min_age_days=settings.maintenance.dream_state_min_age_days)
+    work = ModelWork(graph, recaller, model, jobs, options)
     memory = MemoryService(graph, recaller, writer, working, cache=cache, model=model, jobs=jobs,
-                           redact_pii=pii_redactor(settings), artifact_root=artifacts, options=options,
-                           model_for=lambda args: model_for_call(settings, model, args), clock=now)
+                           redact_pii=pii_redactor(settings), artifact_root=artifacts, options=options, work=work,
+                           clock=now)
+    dreams = MaintenanceService(graph, work, artifact_root=artifacts, options=options, clock=now,
+                                model_for=lambda args: model_for_call(settings, model, args))
     operator = OperatorTools(memory, min_relevance=settings.memory.min_relevance_score,
                              retrieval_limit=settings.kumiho.memory_retrieval_limit)
     return Parts(settings=settings, graph=graph, search=search, working=working, model=model, jobs=jobs,
-                 recaller=recaller, writer=writer, cache=cache, artifacts=artifacts, memory=memory, operator=operator)
+                 recaller=recaller, writer=writer, cache=cache, artifacts=artifacts, memory=memory, operator=operator,
+                 work=work, dreams=dreams)
 
 
 def pii_redactor(settings: Settings) -> Redact:

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from appliance.core import kref as krefs
 from appliance.core import redaction
@@ -25,18 +25,15 @@ from appliance.memory import consolidation, records, views
 from appliance.memory.augmented import augmented_recall
 from appliance.memory.cache import RecallCache
 from appliance.memory.client import Client
-from appliance.memory.model_tools import (
-    ModelBackedTools,
-    ModelOptions,
-    Redact,
-    _configured_model_only,
-    patterns_only,
-)
+from appliance.memory.model_tools import ModelOptions, Redact, patterns_only
 from appliance.memory.recall import Recaller, RecallQuery
 from appliance.memory.sessions import after_consolidation, resolve_session
 from appliance.memory.spaces import check_project, project_of, scopes, storage_space
 from appliance.memory.working import WorkingMemory, message_number
 from appliance.memory.writer import Draft, MemoryWriter, check_drafts, clip_summary
+
+if TYPE_CHECKING:
+    from appliance.services.model_work import ModelWork
 
 log = logging.getLogger(__name__)
 
@@ -51,12 +48,11 @@ MAX_METADATA_VALUE = 4096  # characters of one caller metadata value (JSON-encod
 MAX_SUMMARY_OBJECT = 65536  # characters of an agent-written summary object, JSON-encoded
 
 
-class MemoryService(ModelBackedTools):
+class MemoryService:
     def __init__(self, graph: GraphStore, recaller: Recaller, writer: MemoryWriter, working: WorkingMemory, *,
                  cache: RecallCache, half_lives: dict[str, float] | None = None, model: ChatModel | None = None,
                  jobs: JobQueue | None = None, redact_pii: Redact = patterns_only,
-                 artifact_root: Path | None = None, options: ModelOptions | None = None,
-                 model_for: Callable[[dict[str, Any]], ChatModel] | None = None,
+                 artifact_root: Path | None = None, options: ModelOptions | None = None, work: ModelWork,
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self.graph, self.recaller, self.writer, self.working = graph, recaller, writer, working
         self.cache = cache
@@ -66,8 +62,20 @@ class MemoryService(ModelBackedTools):
         self.redact_pii = redact_pii
         self.artifact_root = artifact_root or writer.artifact_root
         self.options = options or ModelOptions()
-        self.model_for = model_for or _configured_model_only
+        self.work = work  # the model-backed work it shares with the other services
         self._clock = clock
+
+    def model_ready(self) -> str | None:
+        return self.work.model_ready()
+
+    def _jobs(self) -> JobQueue:
+        return self.work.queue()
+
+    def _wait_for(self, job: Job) -> dict[str, Any]:
+        return self.work.wait_for(job)
+
+    def _queue_edge_discovery(self, revision_krefs: list[str]) -> dict[str, Any]:
+        return self.work.queue_edge_discovery(revision_krefs)
 
     # -- recall ----------------------------------------------------------------------------------------
     def recall(self, args: dict[str, Any], client: Client) -> dict[str, Any]:

@@ -23,6 +23,9 @@ from appliance.memory.service import MemoryService
 from appliance.memory.working import WorkingMemory
 from appliance.memory.writer import MemoryWriter
 from appliance.search.service import SearchService
+from appliance.services.code import CodeService
+from appliance.services.maintenance import MaintenanceService
+from appliance.services.model_work import ModelWork
 
 Handler = Callable[[Any, Client], dict[str, Any]]  # (the operation's typed input, the caller) → its result
 
@@ -47,10 +50,12 @@ class Parts:
     artifacts: Path
     memory: MemoryService  # the memory tools not yet moved to a family of their own
     operator: OperatorTools
+    work: ModelWork  # the model-backed work the services share (model, job queue, edge discovery)
+    dreams: MaintenanceService  # built once: the tools and the Dream State schedule share it
 
 
 def families(parts: Parts) -> list[Family]:
-    return [_Legacy(parts.memory, parts.operator)]
+    return [_Legacy(parts.memory, parts.operator), parts.dreams, CodeService.of(parts)]
 
 
 def handlers(found: Iterable[Family]) -> dict[str, Handler]:
@@ -78,8 +83,6 @@ class _Legacy:
             "kumiho_memory_ingest": memory.ingest, "kumiho_memory_add_response": memory.add_response,
             "kumiho_memory_store_execution": memory.store_execution,
             "kumiho_memory_consolidate": memory.consolidate,
-            "kumiho_memory_discover_edges": memory.discover_edges,
-            "kumiho_memory_dream_state": memory.dream_state,
             "kumiho_resolve_kref": memory.resolve_kref, "kumiho_get_edges": memory.get_edges,
             "kumiho_get_revision_by_tag": memory.get_revision_by_tag,
             "kumiho_deprecate_item": memory.deprecate_item,
