@@ -81,7 +81,8 @@ class MaintenanceService:
                            allow_published_deprecation=args.allow_published_deprecation,
                            extra_instructions=args.extra_instructions or "",
                            min_age_days=self.options.dream_min_age_days, maintain_graph=args.maintain_graph,
-                           maintenance_llm=args.maintenance_llm, code_project=args.code_project)
+                           maintenance_llm=args.maintenance_llm,
+                           code_project=check_project(args.code_project, "code_project") if args.code_project else None)
 
     def run_dream(self, params: DreamParams, model: ChatModel, *, wait: bool = True) -> dict[str, Any]:
         dream = DreamState(self.graph, model, self.artifact_root, clock=self._clock,

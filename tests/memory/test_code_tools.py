@@ -8,11 +8,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from appliance.inference.chat import ScriptedCall, ScriptedModel
+from appliance.operations.catalogue import operations
+from tests.appliance_process import free_port
 from tests.inprocess import InProcess, serve_in_process
-from tests.mcp_api.clients import call, in_http_session
+from tests.mcp_api.clients import call, in_http_session, stdio_session
+from tests.mcp_api.test_bounds import _unbounded
+from tests.mcp_api.test_stdio import stop_background_appliance
 
 CODE_TOOLS = {"kumiho_code_why", "kumiho_code_ingest", "kumiho_code_capture", "kumiho_code_mine_session"}
 
@@ -92,6 +97,24 @@ def test_the_code_tools_are_offered_only_with_their_switch(tmp_path: Path, monke
     with serve_in_process(tmp_path / "on", None) as app:
         assert listed(app) >= CODE_TOOLS
         assert mcp(app, "kumiho_code_why", question="why sqlite")["count"] == 0
+
+
+def test_the_switch_reaches_an_appliance_the_stdio_shim_starts(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+
+    async def steps() -> set[str]:
+        async with stdio_session(data, free_port(), KUMIHO_MEMORY_DECISIONS="1") as session:
+            return {t.name for t in (await session.list_tools()).tools}
+
+    try:
+        names = anyio.run(steps)
+    finally:
+        stop_background_appliance(data)
+    assert names >= CODE_TOOLS
+
+
+def test_every_input_of_the_code_tools_has_a_bound() -> None:
+    assert [m for name in CODE_TOOLS for m in _unbounded(operations()[name].input_schema, name)] == []
 
 
 def test_capture_anchors_decisions_to_a_commit_and_why_finds_them(app: InProcess, repo: Path) -> None:
