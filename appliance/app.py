@@ -117,7 +117,7 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
             try:
                 search = SearchService(index, embedder)
                 parts = service_parts(settings, data_dir, graph, search, worker, working, model, jobs)
-                maintenance = Maintenance(parts.memory, parts.dreams, jobs, settings.maintenance,
+                maintenance = Maintenance(parts.memory, parts.maintenance, jobs, settings.maintenance,
                                           settings.kumiho.default_project)
                 maintenance.start()
                 yield Services(settings, data_dir, graph, index, search, worker, working, parts.memory,
@@ -156,13 +156,13 @@ def service_parts(settings: Settings, data_dir: DataDir, graph: GraphStore, sear
     memory = MemoryService(graph, recaller, writer, working, cache=cache, model=model, jobs=jobs,
                            redact_pii=pii_redactor(settings), artifact_root=artifacts, options=options, work=work,
                            clock=now)
-    dreams = MaintenanceService(graph, work, artifact_root=artifacts, options=options, clock=now,
-                                model_for=lambda args: model_for_call(settings, model, args))
+    maintenance = MaintenanceService(graph, work, artifact_root=artifacts, options=options, clock=now,
+                                     model_for=lambda args: model_for_call(settings, model, args))
     operator = OperatorTools(memory, min_relevance=settings.memory.min_relevance_score,
                              retrieval_limit=settings.kumiho.memory_retrieval_limit)
     return Parts(settings=settings, graph=graph, search=search, working=working, model=model, jobs=jobs,
                  recaller=recaller, writer=writer, cache=cache, artifacts=artifacts, memory=memory, operator=operator,
-                 work=work, dreams=dreams)
+                 work=work, maintenance=maintenance)
 
 
 def pii_redactor(settings: Settings) -> Redact:

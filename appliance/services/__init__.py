@@ -51,11 +51,11 @@ class Parts:
     memory: MemoryService  # the memory tools not yet moved to a family of their own
     operator: OperatorTools
     work: ModelWork  # the model-backed work the services share (model, job queue, edge discovery)
-    dreams: MaintenanceService  # built once: the tools and the Dream State schedule share it
+    maintenance: MaintenanceService  # built once: its tools and the Dream State schedule share it
 
 
 def families(parts: Parts) -> list[Family]:
-    return [_Legacy(parts.memory, parts.operator), parts.dreams, CodeService.of(parts)]
+    return [_Legacy(parts.memory, parts.operator), parts.maintenance, CodeService.of(parts)]
 
 
 def handlers(found: Iterable[Family]) -> dict[str, Handler]:
