@@ -99,7 +99,11 @@ def profile_project(graph: GraphStore, project: str, window_days: int, *, dry_ru
     drift = [{"space_path": p.space.path, "from": p.previous.metadata.get("label"), "to": p.label, "pinned": p.pinned}
              for p in profiles if p.previous is not None and p.previous.metadata.get("label") != p.label]
     if not dry_run and profiles:
-        graph.atomic(lambda: [_persist(graph, p, window_days, now) for p in profiles])
+        def persist() -> None:
+            for profile in profiles:
+                _persist(graph, profile, window_days, now)
+
+        graph.atomic(persist)
     labels: dict[str, int] = {}
     for p in profiles:
         labels[p.label] = labels.get(p.label, 0) + 1

@@ -18,7 +18,7 @@ from appliance.operations.code import CodeCaptureInput, CodeIngestInput, CodeMin
 from appliance.services.model_work import ModelWork
 
 if TYPE_CHECKING:
-    from appliance.services import Parts
+    from appliance.services import Handler, Parts
 
 COMMITS_PER_CALL = 5
 MAX_TRANSCRIPT = 12_000  # characters of a session the model reads
@@ -43,7 +43,7 @@ class CodeService:
     def of(cls, parts: Parts) -> CodeService:
         return cls(parts.graph, parts.work, parts.working, parts.settings.maintenance.code_repo_roots)
 
-    def handlers(self) -> dict[str, Any]:
+    def handlers(self) -> dict[str, Handler]:
         return {"kumiho_code_why": self.why, "kumiho_code_capture": self.capture, "kumiho_code_ingest": self.ingest,
                 "kumiho_code_mine_session": self.mine_session}
 
@@ -94,7 +94,8 @@ class CodeService:
                 for index, decision in self._extract("Commits", material, len(batch), job):
                     commit = batch[index - 1]
                     stored += code.store(self.graph, project, repo, commit.id, True, [decision])
-                self.graph.atomic(lambda b=batch: code.remember_mined(self.graph, project, repo, [c.id for c in b]))
+                mined = [c.id for c in batch]
+                self.graph.atomic(lambda: code.remember_mined(self.graph, project, repo, mined))  # noqa: B023
             job.progress(len(batches), len(batches))
             return {"decisions": stored}
 

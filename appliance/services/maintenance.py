@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from appliance.core import kref as krefs
 from appliance.errors import InvalidArgument, NotFound
@@ -23,6 +23,9 @@ from appliance.memory.spaces import check_project, project_of, scopes
 from appliance.operations.maintenance import DecomposeInput, DiscoverEdgesInput, DreamStateInput, SpaceProfileInput
 from appliance.services.model_work import ModelWork
 
+if TYPE_CHECKING:
+    from appliance.services import Handler
+
 ModelFor = Callable[[dict[str, Any]], ChatModel]  # a call's provider/model/base_url/api_key → the model to use
 _MODEL_CHOICE = ("provider", "model", "base_url", "api_key")
 
@@ -33,7 +36,7 @@ class MaintenanceService:
         self.graph, self.work, self.artifact_root, self.options = graph, work, artifact_root, options
         self.model_for, self._clock = model_for, clock
 
-    def handlers(self) -> dict[str, Any]:
+    def handlers(self) -> dict[str, Handler]:
         return {"kumiho_memory_discover_edges": self.discover_edges, "kumiho_memory_dream_state": self.dream_state,
                 "kumiho_memory_space_profile": self.space_profile, "kumiho_memory_decompose": self.decompose}
 
