@@ -4,6 +4,7 @@ memory into the typed graph (keyless). The scheduler (``appliance.maintenance``)
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -97,7 +98,7 @@ class MaintenanceService:
                     "revisions_assessed": 0, "would_assess": dream.pending_count(params), "deprecated": 0,
                     "skipped": f"{unready}: Dream State assessments need the local model"}
         if unready:  # the graph maintenance needs no model: it runs alone, the memories wait for one
-            params = DreamParams(**{**params.__dict__, "assess": False})
+            params = dataclasses.replace(params, assess=False)
 
         def work(job: Job) -> dict[str, Any]:
             try:
