@@ -196,7 +196,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
      "one, all spaces in one transaction); `drift` lists the spaces whose label changed since. `dry_run` "
      "writes nothing.\n"
      "* `kumiho_memory_decompose` writes what you extracted from a stored memory (`kref`: a revision, or an "
-     "item for its current revision) as typed nodes, in one transaction: entities in `<project>/entities` "
+     "item for its latest revision) as typed nodes, in one transaction: entities in `<project>/entities` "
      "(kind `entity`, one per name, so naming an entity again reuses it and adds its aliases), facts in "
      "`<project>/facts` (kind `fact`, one per statement). Every node links `DERIVED_FROM` to the memory; a "
      "fact links `ABOUT` each entity of its `about`; a relation links its subject to its object with its "
