@@ -54,6 +54,8 @@ from appliance.search.sync import IndexSync
 from appliance.search.worker import IndexWorker
 from appliance.server.door import ASGIApp, DoorPolicy, bounded_body, front_door
 from appliance.services import Family, Parts, families, handlers
+from appliance.services.maintenance import MaintenanceService
+from appliance.services.model_work import ModelWork
 
 log = logging.getLogger(__name__)
 
@@ -116,8 +118,8 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
             try:
                 search = SearchService(index, embedder)
                 parts = service_parts(settings, data_dir, graph, search, worker, working, model, jobs)
-                maintenance = Maintenance(parts.memory, jobs, settings.maintenance, settings.kumiho.default_project,
-                                          consolidator=parts.consolidator)
+                maintenance = Maintenance(parts.maintenance, jobs, settings.maintenance,
+                                          settings.kumiho.default_project, consolidator=parts.consolidator)
                 maintenance.start()
                 yield Services(settings, data_dir, graph, index, search, worker, working, parts.memory,
                                tuple(families(parts)), jobs, model, maintenance)
@@ -152,14 +154,14 @@ def service_parts(settings: Settings, data_dir: DataDir, graph: GraphStore, sear
                            keep_raw_transcripts=settings.maintenance.keep_raw_transcripts,
                            dream_min_age_days=settings.maintenance.dream_state_min_age_days)
     redact = pii_redactor(settings)
-    memory = MemoryService(graph, recaller, writer, working, model=model, jobs=jobs,
-                           redact_pii=redact, artifact_root=artifacts, options=options,
-                           model_for=lambda args: model_for_call(settings, model, args), clock=now)
+    work = ModelWork(graph, recaller, model, jobs, options)
+    maintenance = MaintenanceService(graph, work, artifact_root=artifacts, options=options, clock=now,
+                                     model_for=lambda args: model_for_call(settings, model, args))
     consolidator = Consolidator(working, writer, model, redact, patterns_only, call_timeout=options.call_timeout,
                                 keep_raw_transcripts=options.keep_raw_transcripts)
     return Parts(settings=settings, graph=graph, search=search, working=working, model=model, jobs=jobs,
-                 recaller=recaller, writer=writer, cache=cache, artifacts=artifacts, memory=memory,
-                 consolidator=consolidator)
+                 recaller=recaller, writer=writer, cache=cache, artifacts=artifacts, memory=MemoryService(graph),
+                 consolidator=consolidator, work=work, maintenance=maintenance)
 
 
 def pii_redactor(settings: Settings) -> Redact:

@@ -167,6 +167,10 @@ class MaintenanceSettings(_Section):
     dream_state_allow_published_deprecation: bool = Field(False, description="let scheduled runs deprecate "
                                                           "published memories")
     dream_state_min_age_days: float = Field(7.0, ge=0, description="never deprecate memories younger than this")
+    code_repo_roots: list[str] = Field(default_factory=list, description="directories whose git repositories the "
+                                       "code-decision tools (on with KUMIHO_MEMORY_DECISIONS=1) may read, read-only, "
+                                       "to resolve commits and mine history; a relative repo_path is taken inside "
+                                       "the first; empty = no repository is read and commits are stored as given")
 
 
 class HttpSettings(_Section):

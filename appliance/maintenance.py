@@ -17,7 +17,8 @@ from typing import Any
 from appliance.config import MaintenanceSettings
 from appliance.jobs import Job, JobQueue
 from appliance.memory.consolidation import Consolidator
-from appliance.memory.service import MemoryService
+from appliance.memory.dream import DreamParams
+from appliance.services.maintenance import MaintenanceService
 
 log = logging.getLogger(__name__)
 MAX_BACKOFF = timedelta(hours=1)
@@ -33,10 +34,10 @@ def next_daily(at: str, now: datetime) -> datetime | None:
 
 
 class Maintenance:
-    def __init__(self, memory: MemoryService, jobs: JobQueue, settings: MaintenanceSettings, project: str, *,
+    def __init__(self, dreams: MaintenanceService, jobs: JobQueue, settings: MaintenanceSettings, project: str, *,
                  consolidator: Consolidator, clock: Callable[[], datetime] = lambda: datetime.now().astimezone(),
                  interval: float = 30.0) -> None:
-        self.memory, self.jobs, self.settings, self.project = memory, jobs, settings, project
+        self.dreams, self.jobs, self.settings, self.project = dreams, jobs, settings, project
         self.consolidator = consolidator  # the same pipeline as kumiho_memory_consolidate
         self._clock, self.interval = clock, interval
         self.next_dream = next_daily(settings.dream_state_time, clock())
@@ -63,7 +64,7 @@ class Maintenance:
 
     def tick(self) -> list[Job]:
         """Queue what is due now; returns the jobs queued."""
-        if self.memory.model_ready() is not None:
+        if self.dreams.work.model_ready() is not None:
             return []
         now = self._clock()
         queued = self._idle_sessions(now)
@@ -74,10 +75,11 @@ class Maintenance:
 
     def dream(self) -> Job:
         s = self.settings
-        args: dict[str, Any] = {"batch_size": s.dream_state_batch_size,
-                                "max_deprecation_ratio": s.dream_state_max_deprecation_ratio,
-                                "allow_published_deprecation": s.dream_state_allow_published_deprecation}
-        result = self.memory.run_dream(self.project, args, self.memory.model, wait=False)
+        params = DreamParams(self.project, batch_size=s.dream_state_batch_size,
+                             max_deprecation_ratio=s.dream_state_max_deprecation_ratio,
+                             allow_published_deprecation=s.dream_state_allow_published_deprecation,
+                             min_age_days=s.dream_state_min_age_days)
+        result = self.dreams.run_dream(params, self.dreams.work.model, wait=False)
         return self.jobs.get(result["job_id"])
 
     def _idle_sessions(self, now: datetime) -> list[Job]:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from appliance.config import reference_markdown
 from appliance.mcp_api import docs as mcp_docs
-from appliance.mcp_api.catalogue import tools
+from appliance.operations.catalogue import operations
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -26,13 +26,13 @@ def test_the_mcp_tool_reference_matches_the_catalogue() -> None:
 
 def test_the_mcp_tool_reference_documents_every_tool_once() -> None:
     text = mcp_docs.reference_markdown()
-    for name, spec in tools().items():
+    for name, spec in operations().items():
         assert text.count(f"\n### {name}\n") == 1, name
         assert spec.description in text, name
         for parameter in spec.input_schema.get("properties", {}):
             assert f"| `{parameter}` |" in text, (name, parameter)
     grouped = [name for _, names, _ in mcp_docs.GROUPS for name in names]
-    assert sorted(grouped) == sorted(tools()), "every tool belongs to exactly one group of docs.py"
+    assert sorted(grouped) == sorted(operations()), "every tool belongs to exactly one group of docs.py"
 
 
 def test_the_mcp_tool_reference_takes_its_numbers_from_the_code() -> None:

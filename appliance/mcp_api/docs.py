@@ -27,7 +27,6 @@ from appliance.errors import (
     NotFound,
     Unavailable,
 )
-from appliance.mcp_api.catalogue import tools
 from appliance.mcp_api.server import LIMIT_HEADER, PROJECT_HEADER, SESSION_HEADER
 from appliance.memory.cache import WINDOW_SECONDS
 from appliance.memory.model_tools import NO_MODEL
@@ -41,6 +40,7 @@ from appliance.memory.writer import (
     STACK_STRONG,
     SUMMARY_LIMIT,
 )
+from appliance.operations.catalogue import operations
 from appliance.operations.definition import Operation
 from appliance.operations.operator import GRAPH_MAX
 from appliance.operations.revisions import BATCH_KREFS
@@ -239,7 +239,60 @@ GROUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
      "answered.\n"
      f"* Without a model they change nothing and say so: discover_edges returns `edges: []` and `skipped: "
      f"\"{NO_MODEL} (…)\"` (an unknown `revision_kref` is still an error); dream_state with `dry_run` reports "
-     f"`would_assess`, without it `success: false` and `skipped`."),
+     f"`would_assess`, without it `success: false` and `skipped`.\n"
+     "* `extra_instructions` is added to the assessment prompt as deployment policy (it can only make the "
+     "model more conservative; the report says `extra_instructions_active`).\n"
+     "* `maintain_graph` also maintains the typed graph that `kumiho_memory_decompose` writes, in the same "
+     "transaction as the run: entities that share a name or alias are merged (the duplicate's edges move to "
+     "the entity kept, its names become aliases, it is deprecated with `merged_into`), facts that say the same "
+     "thing (case and punctuation aside) likewise, and entities or facts left without any edge are deprecated "
+     "(`pruned: orphan`). `maintenance_llm` lets the model propose further entity merges among the listed "
+     "names; `code_project` also merges the duplicate decisions of that code-decision project. The counts are "
+     "in `maintenance` (`entities_merged`, `facts_merged`, `orphans_pruned`, `decisions_deduped`, "
+     "`llm_merges`, `edges_repointed`); a dry run lists `would_merge` and `would_prune`. Graph maintenance "
+     "needs no model: without one it still runs (no memory is assessed, the cursor stays, `skipped` says "
+     "so) and `maintenance_llm` is reported skipped. `maintenance_llm` and `code_project` without "
+     "`maintain_graph` are refused."),
+    ("Space profiles and the typed graph", ("kumiho_memory_space_profile", "kumiho_memory_decompose"),
+     "* `kumiho_memory_space_profile` needs no model. For each space of the project (its own items; spaces "
+     "whose name starts with `_` are left out) it computes `churn` (revisions per item, revisions per day "
+     "within `window_days`, the longest SUPERSEDES chain), `evidence` (the mean evidence grade of the live "
+     "memories: official 1, corroborated 0.7, single_source 0.3, else 0) and `stability` (the share of "
+     "live memories that are published, and their median age against 30 days), all 0–1, and a label: "
+     "`canonical` (stability ≥ 0.6, churn ≤ 0.4 and, when any memory is graded, evidence ≥ 0.3), "
+     "`correspondence` (churn ≥ 0.6, stability ≤ 0.4) or `working`. A space whose metadata `space_class` is "
+     "one of these labels keeps it (`pinned`; `observed_label` shows what the scores say). Each run adds a "
+     "revision to the space's `_space_profile.space-profile` item (linked by SUPERSEDES to the previous "
+     "one, all spaces in one transaction); `drift` lists the spaces whose label changed since. `dry_run` "
+     "writes nothing.\n"
+     "* `kumiho_memory_decompose` writes what you extracted from a stored memory (`kref`: a revision, or an "
+     "item for its latest revision) as typed nodes, in one transaction: entities in `<project>/entities` "
+     "(kind `entity`, one per name, so naming an entity again reuses it and adds its aliases), facts in "
+     "`<project>/facts` (kind `fact`, one per statement). Every node links `DERIVED_FROM` to the memory; a "
+     "fact links `ABOUT` each entity of its `about`; a relation links its subject to its object with its "
+     "predicate (WORKS_AT, PART_OF, LOCATED_IN, USES, DEPENDS_ON, …; any other predicate is `RELATES_TO` "
+     "with the predicate in the edge's metadata). `supersedes` links the new statement `SUPERSEDES` the "
+     "fact it `replaces` (a statement or a kref; that fact gets `status: superseded`), `contradicts` with "
+     "`CONTRADICTS`. Typed nodes are never `conversation` memories, so recall does not show them; "
+     "Dream State's `maintain_graph` keeps them tidy. Returns `decomposed` (nodes created, edges written)."),
+    ("Code decisions", ("kumiho_code_why", "kumiho_code_ingest", "kumiho_code_capture", "kumiho_code_mine_session"),
+     "Offered only when the appliance runs with `KUMIHO_MEMORY_DECISIONS=1` in its environment (for the "
+     "stdio shim: in the environment of the appliance it starts, or of `kumiho-ce serve`). Decisions are "
+     "`decision` items of the `<project>-decisions` project, one space per repository.\n\n"
+     "* Repositories are read only under `[maintenance] code_repo_roots` (a relative `repo_path` is taken "
+     "inside the first root), with read-only git commands; a path elsewhere is never looked at.\n"
+     "* `kumiho_code_capture` needs no model: it stores your decisions with their rationale, evidence, files "
+     "(`path` or `path:10-20`) and symbols, anchored to `commit_ref` resolved to a commit id when the "
+     "repository can be read (else stored as given, `commit_resolved: false`, with a `note` saying why).\n"
+     "* `kumiho_code_why` returns the decisions anchored to `file` (a line range holding `line` ranks "
+     "first), or sharing words with `question`, narrowed by `repo` and ranked up by `commit`, with a Markdown "
+     "`context` to quote.\n"
+     "* `kumiho_code_ingest` reads up to `max_commits` commit messages of `rev_range` (default: the "
+     "history of HEAD; merges left out) with `git log` and has the local model list the decisions they "
+     "state; commits mined before are skipped unless `force`. `kumiho_code_mine_session` does the same "
+     "with a session's buffered messages (`session_id`) or a consolidated conversation's summary "
+     "(`conversation_kref`), anchored to HEAD; it does not mine the history first (`ingest_first` says so). "
+     "Without a model both answer `skipped`."),
     ("Projects, spaces and items", ("kumiho_list_projects", "kumiho_get_project", "kumiho_create_project",
                                     "kumiho_delete_project", "kumiho_get_spaces", "kumiho_get_space",
                                     "kumiho_create_space", "kumiho_delete_space", "kumiho_get_item",
@@ -397,7 +450,8 @@ GROUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
 
 
 def reference_markdown() -> str:
-    specs = tools()
+    specs = operations()  # every operation, those behind a switch too (marked as such)
+    gated = sum(spec.gate is not None for spec in specs.values())
     grouped = [(title, [n for n in names if n in specs], note) for title, names, note in GROUPS]
     placed = {n for _, names, _ in grouped for n in names}
     rest = [n for n in specs if n not in placed]
@@ -407,7 +461,8 @@ def reference_markdown() -> str:
         "# MCP tools",
         "",
         "Generated from the operation definitions (`appliance/operations/`) and the memory code "
-        f"(`{COMMAND}`; a test keeps it fresh). The appliance serves {len(specs)} tools; ready-to-paste client "
+        f"(`{COMMAND}`; a test keeps it fresh). The appliance serves {len(specs) - gated} tools, and {gated} more "
+        "when their switch is on; ready-to-paste client "
         "configurations are in [agent-hosts.md](agent-hosts.md).",
         "",
         "## Transports",
@@ -509,6 +564,8 @@ def _tool(spec: Operation) -> list[str]:
     lines = [f"### {spec.name}", "", f"**{spec.title}** — read-only: {_flag(spec, 'readOnlyHint')}, "
              f"destructive: {_flag(spec, 'destructiveHint')}, idempotent: {_flag(spec, 'idempotentHint')}.", "",
              spec.description, ""]
+    if spec.gate:
+        lines += [f"Offered only when the appliance runs with `{spec.gate}=1` in its environment.", ""]
     rows = _rows(spec.input_schema, "")
     if not rows:
         return [*lines, "No parameters."]

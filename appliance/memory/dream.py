@@ -32,7 +32,7 @@ from appliance.errors import InvalidArgument, KumihoError, NotFound
 from appliance.fsutil import inside, write_durably
 from appliance.graph import GraphStore
 from appliance.inference import prompts
-from appliance.memory import records
+from appliance.memory import records, typed_graph
 
 CURSOR_SPACE = "_dream_state"
 CURSOR_ITEM = "dream_state"
@@ -57,6 +57,10 @@ class DreamParams:
     extra_instructions: str = ""
     min_age_days: float = 7.0
     kind: str = "conversation"
+    maintain_graph: bool = False  # typed-graph maintenance after the assessment (appliance.memory.typed_graph)
+    maintenance_llm: bool = False  # … with entity merges the model proposes
+    code_project: str | None = None  # … and the decisions of this code-decision project deduplicated
+    assess: bool = True  # False: no model, only the graph maintenance runs (the cursor stays)
 
     def __post_init__(self) -> None:
         if not 0.1 <= self.max_deprecation_ratio <= 0.9:
@@ -206,7 +210,8 @@ class DreamState:
             "deprecated": 0, "metadata_updated": 0, "tags_added": 0, "edges_created": 0,
             "deprecations_proposed": 0, "deprecations_guarded": [], "malformed_assessments": 0, "errors": [],
             "model": self.model.model_id, "extra_instructions_active": bool(params.extra_instructions)}
-        batches = [pending[i:i + params.batch_size] for i in range(0, len(pending), params.batch_size)]
+        batches = [pending[i:i + params.batch_size] for i in range(0, len(pending), params.batch_size)] \
+            if params.assess else []
         assessed: list[tuple[list[Revision], list[Assessment]]] = []
         for number, batch in enumerate(batches):
             if progress:
@@ -222,6 +227,8 @@ class DreamState:
             report["revisions_assessed"] += len(batch)
             assessed.append((batch, found))
         plan = self._plan(assessed, params, report)
+        if params.maintain_graph:
+            plan.maintenance = self._plan_maintenance(params, report, cancel)
         if progress:
             progress(len(batches), len(batches), "applying" if not params.dry_run else "dry run: nothing applied")
         report["duration_ms"] = round((time.perf_counter() - clock_start) * 1000)
@@ -230,7 +237,7 @@ class DreamState:
             report["would_tag"] = {k: v for k, v in plan.tags.items() if v}
             report["would_link"] = [{"source": s, "target": t, "edge_type": e} for s, t, e in plan.edges]
             return report
-        failed_batches = bool(report["errors"]) and not assessed
+        failed_batches = (bool(report["errors"]) and not assessed) or not params.assess
         try:
             self.graph.atomic(lambda: self._apply(plan, params, report, started, keep_cursor=failed_batches))
         except BaseException:  # nothing was applied: no report file either
@@ -238,6 +245,30 @@ class DreamState:
                 Path(report.pop("report_path")).unlink(missing_ok=True)
             raise
         return report
+
+    def _plan_maintenance(self, params: DreamParams, report: dict[str, Any],
+                          cancel: threading.Event | None) -> typed_graph.MaintenancePlan:
+        """What graph maintenance will change (read before the transaction that applies it; the model's
+        merge proposals, when asked for, are asked for here, outside any transaction)."""
+        plan = typed_graph.plan_maintenance(self.graph, params.project, params.code_project)
+        if params.maintenance_llm and not params.assess:
+            plan.notes["llm_merges_skipped"] = "no local model: entity merges by the model were skipped"
+        elif params.maintenance_llm:
+            entities = typed_graph.nodes(self.graph, params.project, typed_graph.ENTITY_KIND, typed_graph.ENTITY_SPACE)
+            try:
+                typed_graph.model_merges(plan, entities, merge_proposals(self.model, entities,
+                                                                         timeout=self.call_timeout, cancel=cancel))
+            except ModelCancelled:
+                raise
+            except ModelError as exc:
+                report["errors"].append({"maintenance": "llm_merges", "code": exc.code, "message": exc.message})
+        report["maintenance"] = {**plan.counts(), "edges_repointed": 0}
+        if params.dry_run:
+            report["maintenance"]["would_merge"] = [
+                {"canonical": m.canonical.kref, "duplicate": m.duplicate.kref, "basis": m.why}
+                for m in plan.entity_merges + plan.llm_merges + plan.fact_merges + plan.decision_dupes][:100]
+            report["maintenance"]["would_prune"] = [r.kref for r in plan.orphans][:100]
+        return plan
 
     def pending_count(self, params: DreamParams) -> int:
         """How many memories the next run would assess (no model needed)."""
@@ -295,6 +326,8 @@ class DreamState:
             except (NotFound, KumihoError) as exc:
                 report["errors"].append({"edge": f"{source} -> {target}", "message": exc.message})
         report["deprecated_krefs"] = [r.kref for r, _ in plan.deprecate]
+        if plan.maintenance is not None:
+            report["maintenance"].update(typed_graph.apply_maintenance(g, plan.maintenance))
         self._write_report(params, report, started, keep_cursor)
 
     def _last_run(self, project: str) -> str | None:
@@ -316,7 +349,8 @@ class DreamState:
             "type": "dream_state_report", "title": f"Dream State {run_at[:16]}", "run_at": run_at,
             "cursor": report["cursor"], "duration_ms": str(report["duration_ms"]),
             "deprecations_guarded": str(len(report["deprecations_guarded"])), "errors": str(len(report["errors"])),
-            **counters})
+            **counters, **{f"maintenance_{k}": str(v) for k, v in report.get("maintenance", {}).items()
+                           if isinstance(v, int)}})
         folder = inside(self.artifact_root, params.project, CURSOR_SPACE, "reports")
         path = folder / f"dream_state_{started.strftime('%Y%m%dT%H%M%S')}_{uuid.uuid4().hex[:6]}.md"
         write_durably(path, _markdown(report, run_at))  # on disk before the commit that points at it
@@ -334,6 +368,30 @@ class _Plan:
     tags: dict[str, list[str]] = field(default_factory=dict)
     metadata: dict[str, dict[str, str]] = field(default_factory=dict)
     edges: list[tuple[str, str, str]] = field(default_factory=list)
+    maintenance: typed_graph.MaintenancePlan | None = None
+
+
+MERGE_NAMES = 200  # entity names the model sees at most
+
+
+def merges_schema() -> dict[str, Any]:
+    name = {"type": "string", "minLength": 1, "maxLength": 100}
+    return {"type": "object", "properties": {"merges": {"type": "array", "maxItems": 20, "items": {
+        "type": "object", "properties": {"canonical": name, "duplicate": name},
+        "required": ["canonical", "duplicate"], "additionalProperties": False}}},
+        "required": ["merges"], "additionalProperties": False}
+
+
+def merge_proposals(model: ChatModel, entities: list[Revision], *, timeout: float,
+                    cancel: threading.Event | None = None) -> list[tuple[str, str]]:
+    """(canonical, duplicate) entity names the model says name the same thing; none for fewer than two."""
+    shown = [r.metadata.get("name", "") for r in entities[:MERGE_NAMES] if r.metadata.get("name")]
+    if len(shown) < 2:
+        return []
+    schema = merges_schema()
+    answer = model.complete_json(prompts.render("entity_merges", names="\n".join(f"- {n}" for n in shown)),
+                                 schema, max_tokens=answer_budget(schema), timeout=timeout, cancel=cancel)
+    return [(str(m["canonical"]), str(m["duplicate"])) for m in answer.get("merges") or []]
 
 
 def _parse_time(value: str) -> datetime | None:
@@ -355,6 +413,9 @@ def _markdown(report: dict[str, Any], run_at: str) -> str:
     if report["deprecations_guarded"]:
         lines += ["", "## Kept by the guardrails", *[f"- {g['kref']} ({g['guard']})"
                                                       for g in report["deprecations_guarded"]]]
+    if report.get("maintenance"):
+        lines += ["", "## Graph maintenance", *[f"- {k.replace('_', ' ')}: {v}"
+                                                for k, v in report["maintenance"].items() if not isinstance(v, list)]]
     if report["errors"]:
         lines += ["", "## Errors", *[f"- {json.dumps(e, ensure_ascii=False)}" for e in report["errors"]]]
     return "\n".join(lines) + "\n"

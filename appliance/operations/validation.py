@@ -7,6 +7,7 @@ in the defaults and runs the checks a schema cannot express."""
 from __future__ import annotations
 
 import json
+import re
 from functools import cache
 from typing import Any
 
@@ -22,6 +23,7 @@ from appliance.operations.definition import Input, Operation
 # document is refused before the schema validator, whose recursion a 100,000-level document would exhaust.
 MAX_DEPTH = 10
 _PREVIEW = 60  # characters of an offending value quoted back in an error message
+_NAMED = re.compile(r"^([a-z_][a-z0-9_]*(?:\[\d+\])?(?:\.[a-z_][a-z0-9_]*)*): ")
 
 
 @cache
@@ -43,8 +45,9 @@ def parse(op: Operation, arguments: dict[str, Any] | None) -> Input:
         return op.input.model_validate(args)
     except ValidationError as exc:  # a check the schema cannot express (a model validator)
         first = exc.errors()[0]
-        field = _path(first["loc"]) or "arguments"
         text = str(first["msg"]).removeprefix("Value error, ")
+        named = _NAMED.match(text)  # a model validator names its field: "question: give a question or …"
+        field = _path(first["loc"]) or (named.group(1) if named else "arguments")
         raise InvalidArgument(text if text.startswith(field) else f"{field}: {text}", field=field) from None
 
 

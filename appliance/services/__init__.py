@@ -23,7 +23,9 @@ from appliance.memory.service import MemoryService
 from appliance.memory.working import WorkingMemory
 from appliance.memory.writer import MemoryWriter
 from appliance.search.service import SearchService
+from appliance.services.code import CodeService
 from appliance.services.consolidation import ConsolidationService
+from appliance.services.maintenance import MaintenanceService
 from appliance.services.model_work import ModelWork
 from appliance.services.operator import OperatorService
 from appliance.services.patterns import PatternService
@@ -56,20 +58,21 @@ class Parts:
     artifacts: Path
     memory: MemoryService  # the memory tools not yet moved to a family of their own
     consolidator: Consolidator  # the idle-session sweep shares it
+    work: ModelWork  # the model-backed work the services share (model, job queue, edge discovery)
+    maintenance: MaintenanceService  # built once: its tools and the Dream State schedule share it
 
 
 def families(parts: Parts) -> list[Family]:
-    # TODO(lead): the maintenance family's edge-discovery queue
     recall = RecallService(parts.graph, parts.recaller, parts.cache, parts.model,
                            reformulate_seconds=parts.settings.inference.reformulate_timeout_seconds)
-    writes = WriteService(parts.graph, parts.writer, parts.working, parts.memory._queue_edge_discovery)
-    model = ModelWork(parts.model, parts.jobs, parts.settings.inference.tool_wait_seconds)
+    writes = WriteService(parts.graph, parts.writer, parts.working, parts.work.queue_edge_discovery)
     operator = OperatorService(recall, writes, parts.graph, min_relevance=parts.settings.memory.min_relevance_score,
                                retrieval_limit=parts.settings.kumiho.memory_retrieval_limit)
-    return [recall, writes, SessionService(parts.working, recall), ConsolidationService(parts.consolidator, model),
+    return [recall, writes, SessionService(parts.working, recall), ConsolidationService(parts.consolidator, parts.work),
             PatternService(parts.graph, parts.writer),
             RevisionService(parts.graph, parts.artifacts.parent),  # artifacts live in <data dir>/artifacts
-            StructureService(parts.graph), operator, _Legacy(parts.memory)]
+            StructureService(parts.graph), parts.maintenance, CodeService.of(parts), operator,
+            _Legacy(parts.memory)]
 
 
 def handlers(found: Iterable[Family]) -> dict[str, Handler]:
@@ -91,8 +94,6 @@ class _Legacy:
     def handlers(self) -> dict[str, Handler]:
         memory = self.memory
         methods: dict[str, Callable[[dict[str, Any], Client], dict[str, Any]]] = {
-            "kumiho_memory_discover_edges": memory.discover_edges,
-            "kumiho_memory_dream_state": memory.dream_state,
             "kumiho_get_edges": memory.get_edges,
         }
         return {name: _plain(method) for name, method in methods.items()}

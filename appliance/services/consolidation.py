@@ -42,7 +42,7 @@ class ConsolidationService:
             if not working.count(project, session_id):
                 raise Conflict(f"No messages to consolidate in session {session_id}: nothing was buffered "
                                "(or it was consolidated already)", field="session_id")
-            unready = self.model.unready()
+            unready = self.model.model_ready()
             if unready:
                 raise InvalidArgument(f"summary: {unready} to summarise the session; pass an agent-written "
                                       "summary (text or {title, summary, …}), or install the model "

@@ -133,7 +133,7 @@ def test_idle_sessions_are_consolidated_in_the_background(app: InProcess, script
     run(app, lambda s: call(s, "kumiho_memory_ingest", user_id="cy", session_id="s-idle", message="Backups at 2am"))
     services = app.services
     settings = services.settings.maintenance.model_copy(update={"idle_consolidation_minutes": 0.0005})
-    maintenance = Maintenance(services.memory, services.jobs, settings, "CognitiveMemory",
+    maintenance = Maintenance(services.maintenance.dreams, services.jobs, settings, "CognitiveMemory",
                               consolidator=services.maintenance.consolidator)
     time.sleep(0.1)  # older than 0.03 s
     jobs = maintenance.tick()
@@ -150,8 +150,8 @@ def test_a_failing_idle_session_is_retried_later_not_every_tick(app: InProcess, 
     services = app.services
     settings = services.settings.maintenance.model_copy(update={"idle_consolidation_minutes": 0.0005})
     moments = [datetime(2026, 3, 1, 12, 0).astimezone()]
-    maintenance = Maintenance(services.memory, services.jobs, settings, "CognitiveMemory", clock=lambda: moments[0],
-                              consolidator=services.maintenance.consolidator)
+    maintenance = Maintenance(services.maintenance.dreams, services.jobs, settings, "CognitiveMemory",
+                              clock=lambda: moments[0], consolidator=services.maintenance.consolidator)
     time.sleep(0.1)
     first = maintenance.tick()
     assert wait_job(app, first[0].id)["state"] == "failed"
@@ -169,8 +169,9 @@ def test_dream_state_is_scheduled_daily_at_the_configured_time(app: InProcess, s
     assert next_daily("", now) is None
     moments = [now]
     services = app.services
-    maintenance = Maintenance(services.memory, services.jobs, services.settings.maintenance, "CognitiveMemory",
-                              clock=lambda: moments[0], consolidator=services.maintenance.consolidator)
+    maintenance = Maintenance(services.maintenance.dreams, services.jobs, services.settings.maintenance,
+                              "CognitiveMemory", clock=lambda: moments[0],
+                              consolidator=services.maintenance.consolidator)
     assert maintenance.tick() == []
     moments[0] = now.replace(hour=3, minute=31)
     jobs = maintenance.tick()
