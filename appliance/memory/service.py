@@ -459,20 +459,6 @@ class MemoryService(ModelBackedTools):
             location = self.graph.get_artifact(f"{found.revision.kref}&a={found.revision.default_artifact}").location
         return {"kref": found.kref, "target": found.target, "location": location, "resolved": location is not None}
 
-    def get_edges(self, args: dict[str, Any], client: Client) -> dict[str, Any]:
-        direction = args.get("direction") or "both"
-        edge_type = args.get("edge_type") or None
-        edges, cursor = [], None
-        while True:  # every edge: agents read one answer
-            page = self.graph.get_edges(args["revision_kref"], edge_type=edge_type or "", direction=direction,
-                                        cursor=cursor)
-            edges += page.items
-            cursor = page.next_cursor
-            if not cursor:
-                break
-        return {"revision_kref": args["revision_kref"], "direction": direction,
-                "edges": [views.edge_view(e) for e in edges], "count": len(edges)}
-
     def get_revision_by_tag(self, args: dict[str, Any], client: Client) -> dict[str, Any]:
         return views.revision_view(self.graph.revision_by_tag(args["item_kref"], args.get("tag") or "published"))
 

@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from appliance.operations.definition import Input, Operation
-from appliance.operations.fields import EdgeType, Kref, Tag
+from appliance.operations.fields import Kref, Tag
 
 
 class ResolveKrefInput(Input):
     kref: Kref
-
-
-class GetEdgesInput(Input):
-    revision_kref: Kref
-    direction: Literal["outgoing", "incoming", "both"] = "both"
-    edge_type: EdgeType | None = None
 
 
 class GetRevisionByTagInput(Input):
@@ -32,9 +24,6 @@ OPERATIONS = (
     Operation("kumiho_resolve_kref", "Resolve a kref",
               "Resolve a kref to its file location (the named or default artifact).",
               ResolveKrefInput, read_only=True, idempotent=True),
-    Operation("kumiho_get_edges", "List edges",
-              "List the edges of a revision by direction and type.",
-              GetEdgesInput, read_only=True, idempotent=True),
     Operation("kumiho_get_revision_by_tag", "Get a revision by tag",
               "Get the revision of an item that holds a tag (default: published).",
               GetRevisionByTagInput, read_only=True, idempotent=True),

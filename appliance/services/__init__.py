@@ -23,6 +23,7 @@ from appliance.memory.service import MemoryService
 from appliance.memory.working import WorkingMemory
 from appliance.memory.writer import MemoryWriter
 from appliance.search.service import SearchService
+from appliance.services.provenance import ProvenanceService
 
 Handler = Callable[[Any, Client], dict[str, Any]]  # (the operation's typed input, the caller) → its result
 
@@ -50,7 +51,7 @@ class Parts:
 
 
 def families(parts: Parts) -> list[Family]:
-    return [_Legacy(parts.memory, parts.operator)]
+    return [_Legacy(parts.memory, parts.operator), ProvenanceService(parts.graph)]
 
 
 def handlers(found: Iterable[Family]) -> dict[str, Handler]:
@@ -80,7 +81,7 @@ class _Legacy:
             "kumiho_memory_consolidate": memory.consolidate,
             "kumiho_memory_discover_edges": memory.discover_edges,
             "kumiho_memory_dream_state": memory.dream_state,
-            "kumiho_resolve_kref": memory.resolve_kref, "kumiho_get_edges": memory.get_edges,
+            "kumiho_resolve_kref": memory.resolve_kref,
             "kumiho_get_revision_by_tag": memory.get_revision_by_tag,
             "kumiho_deprecate_item": memory.deprecate_item,
             "memory_engage": operator.engage, "memory_reflect": operator.reflect,

@@ -34,7 +34,7 @@ def test_tools_list_is_one_page_with_every_tool_and_its_schema(app: Running) -> 
     listed = run(app, steps)
     assert listed.next_cursor is None
     names = {t.name for t in listed.tools}
-    assert names == set(tools()) and len(names) == 26
+    assert names == set(tools()) and len(names) == 33
     engage = next(t for t in listed.tools if t.name == "kumiho_memory_engage")
     assert engage.input_schema["required"] == ["query"]
     assert engage.annotations.read_only_hint is True
