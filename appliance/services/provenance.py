@@ -95,11 +95,9 @@ class ProvenanceService:
         target = self.graph.get_revision(self._revision(args.revision_kref, "revision_kref"))
         found = self._walk(target.kref, "outgoing", args.max_depth, None, PROVENANCE_LIMIT)
         summary = [{"kref": target.kref, "role": "target", "params": _generation_params(target.metadata)}]
-        for reached in found.reached:
-            try:
-                params = _generation_params(self.graph.get_revision(reached.revision_kref).metadata)
-            except NotFound:  # deleted since the walk read it
-                continue
+        upstream = self.graph.revision_metadata([r.revision_kref for r in found.reached])
+        for reached in found.reached:  # nearest first; one deleted since the walk is left out
+            params = _generation_params(upstream.get(reached.revision_kref, {}))
             if params:
                 summary.append({"kref": reached.revision_kref, "role": "dependency", "params": params})
         return {"revision_kref": args.revision_kref, "provenance_summary": summary,
