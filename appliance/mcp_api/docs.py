@@ -185,7 +185,8 @@ GROUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
                               "kumiho_analyze_impact", "kumiho_find_path"),
      "* Edges are typed and directed, from one revision to another; an item kref stands for its latest "
      "revision at the time of the call, and results name exact revisions (`?r=N`). `kumiho_create_edge` "
-     "refuses `SUPERSEDES` (only `revises` in reflect writes it) and an edge from a revision to itself; "
+     "refuses `SUPERSEDES` (the memory tools write it when one memory replaces another: reflect's `revises`, "
+     "Dream State) and an edge from a revision to itself; "
      "creating an edge that exists returns it unchanged. `kumiho_delete_edge` answers `deleted: false` when "
      "there was no such edge. Both endpoints must exist (`not_found` naming the field otherwise).\n"
      "* Recall with `graph_augmented: true` follows these edges too: a memory linked to a recalled one "

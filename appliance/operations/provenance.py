@@ -13,8 +13,8 @@ from appliance.operations.fields import EdgeType, EdgeTypes, Kref, StringMetadat
 
 MAX_DEPTH = 20  # hops; the graph's traversal limit (appliance.graph.links.MAX_DEPTH)
 
-# The edge types an agent may create: Kumiho's SDK constants except SUPERSEDES, which only belief revision
-# writes (reflect's `revises`), so that an agent cannot mark a memory replaced by hand.
+# The edge types an agent may create: Kumiho's SDK constants except SUPERSEDES, which belief revision writes
+# (reflect's `revises`, Dream State) together with the replaced memory's status: an edge alone would say less.
 CreatableEdgeType = Literal["DEPENDS_ON", "DERIVED_FROM", "REFERENCED", "CONTAINS", "CREATED_FROM", "PRODUCED_BY",
                             "MIGRATED_FROM", "BELONGS_TO", "SUPPORTS"]
 
