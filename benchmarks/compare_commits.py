@@ -9,7 +9,8 @@ a fresh copy of its data directory, alternating old and new for ``--rounds`` rou
 so that both share the machine's noise. Every run imports the code of its own worktree (``PYTHONPATH`` and
 the working directory are the worktree; the virtual environment is this one). The report gives each run's
 HTTP figures (engage and store p50/p95, ms), the median of each figure over the rounds, and new/old ratios
-of those medians (below 1: the new commit is faster). The worktrees are removed at the end.
+of those medians (below 1: the new commit is faster), and the median of each round's new/old ratio (the two
+runs of a round share the machine's noise best). The worktrees are removed at the end.
 """
 
 from __future__ import annotations
@@ -131,10 +132,15 @@ def main() -> None:
     medians = {side: summary(runs[side]) for side in commits}
     ratio = {key: round(medians["new"][key] / medians["old"][key], 3) if medians["old"][key] else None
              for key in medians["old"]}
+    # each round's new/old: the two runs of a round are neighbours in time, so they share most of the noise
+    paired = {key: round(statistics.median(new[key] / old[key] for old, new in zip(runs["old"], runs["new"],
+                                                                                    strict=True)), 3)
+              for key in medians["old"] if all(old[key] for old in runs["old"])}
     print(json.dumps({
         "benchmark": "compare_commits", "commits": commits, "rounds": args.rounds, "order": "old, new per round",
         "memories": args.memories, "queries": args.queries, "stores": args.stores, "embedder": args.embedder,
         "transport": "http", "runs": runs, "median": medians, "ratio_new_over_old": ratio,
+        "paired_ratio_median": paired,
         "prepare_seconds": prepare_seconds, "bench_seconds": calls_seconds, "cpu_count": os.cpu_count(),
     }, indent=2))
 
