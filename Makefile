@@ -142,6 +142,10 @@ bench-recall: install
 bench-mcp: install
 	$(BIN)/python benchmarks/mcp_bench.py
 
+# engage/store latency of two commits side by side, alternating runs (OLD= NEW= revisions, default base and HEAD)
+bench-compare: install
+	nice $(BIN)/python benchmarks/compare_commits.py --data $(DATA) $(if $(OLD),--old $(OLD)) $(if $(NEW),--new $(NEW))
+
 # PII redaction precision/recall per label and throughput; PII_DATA= another file of the same format
 PII_DATA ?= ../shared/bench/pii-dev.jsonl
 bench-pii: install

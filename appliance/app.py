@@ -44,7 +44,6 @@ from appliance.memory.cache import RecallCache
 from appliance.memory.consolidation import Consolidator
 from appliance.memory.model_tools import ModelOptions, Redact, patterns_only
 from appliance.memory.recall import Recaller
-from appliance.memory.service import MemoryService
 from appliance.memory.working import WorkingMemory
 from appliance.memory.writer import MemoryWriter
 from appliance.search import repair
@@ -69,7 +68,6 @@ class Services:
     search: SearchService
     index_worker: IndexWorker
     working: WorkingMemory
-    memory: MemoryService
     families: tuple[Family, ...]
     jobs: JobQueue
     model: ChatModel
@@ -121,8 +119,8 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
                 maintenance = Maintenance(parts.maintenance, jobs, settings.maintenance,
                                           settings.kumiho.default_project, consolidator=parts.consolidator)
                 maintenance.start()
-                yield Services(settings, data_dir, graph, index, search, worker, working, parts.memory,
-                               tuple(families(parts)), jobs, model, maintenance)
+                yield Services(settings, data_dir, graph, index, search, worker, working, tuple(families(parts)),
+                               jobs, model, maintenance)
             finally:
                 if maintenance is not None:
                     maintenance.stop()
@@ -160,8 +158,8 @@ def service_parts(settings: Settings, data_dir: DataDir, graph: GraphStore, sear
     consolidator = Consolidator(working, writer, model, redact, patterns_only, call_timeout=options.call_timeout,
                                 keep_raw_transcripts=options.keep_raw_transcripts)
     return Parts(settings=settings, graph=graph, search=search, working=working, model=model, jobs=jobs,
-                 recaller=recaller, writer=writer, cache=cache, artifacts=artifacts, memory=MemoryService(graph),
-                 consolidator=consolidator, work=work, maintenance=maintenance)
+                 recaller=recaller, writer=writer, cache=cache, artifacts=artifacts, consolidator=consolidator,
+                 work=work, maintenance=maintenance)
 
 
 def pii_redactor(settings: Settings) -> Redact:

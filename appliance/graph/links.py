@@ -17,6 +17,9 @@ from appliance.graph._support import (
     dumps,
     edge_from,
     encode_cursor,
+    item_id,
+    loads,
+    revision_id,
     to_kref,
 )
 from appliance.graph.engine import Tx
@@ -154,6 +157,23 @@ class LinkStore(StoreBase):
         more = offset + page_size < len(edges)
         return Page(edges[offset: offset + page_size], encode_cursor(offset + page_size) if more else None,
                     len(edges))
+
+    def revision_metadata(self, revision_krefs: list[str]) -> dict[str, dict[str, str]]:
+        """Exact revision kref (``?r=N``, as traversals return them) → its metadata, in one read; revisions
+        that do not exist are left out."""
+        if len(revision_krefs) > MAX_LIMIT:
+            raise InvalidArgument(f"revision_krefs: at most {MAX_LIMIT} per read", field="revision_krefs")
+        ids = []
+        for kref in revision_krefs:
+            parsed = krefs.parse(kref, "revision_krefs")
+            if parsed.revision is None:
+                raise InvalidArgument("revision_krefs: give exact revision krefs (…?r=N)", field="revision_krefs")
+            ids.append(revision_id(item_id(parsed), parsed.revision))
+        if not ids:
+            return {}
+        rows = self._engine.read(lambda tx: tx.rows("MATCH (r:Revision) WHERE r.id IN $ids RETURN r.id, r.metadata",
+                                                    {"ids": ids}))
+        return {to_kref(node): loads(meta) for node, meta in rows}
 
     def traverse(
         self, origin_kref: str, direction: str = "outgoing", edge_types: list[str] | None = None,

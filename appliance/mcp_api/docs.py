@@ -43,9 +43,11 @@ from appliance.memory.writer import (
 from appliance.operations.catalogue import operations
 from appliance.operations.definition import Operation
 from appliance.operations.operator import GRAPH_MAX
+from appliance.operations.provenance import MAX_DEPTH as MAX_HOPS
 from appliance.operations.revisions import BATCH_KREFS
 from appliance.operations.sessions import MAX_SUMMARY_OBJECT
 from appliance.operations.validation import MAX_DEPTH, largest_request
+from appliance.services.provenance import GENERATION_PARAMS, MAX_EDGES, MAX_REACHED, PROVENANCE_LIMIT
 from appliance.services.recall import LEARNED_KINDS, MAX_LEARNED
 from appliance.services.sessions import CONSOLIDATE_AFTER, INGEST_SHOWN
 from appliance.services.structure import MAX_LISTED as STRUCTURE_LISTED
@@ -336,14 +338,12 @@ GROUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
      "(field `impact_snapshot_hash`: take a new one) or while blockers remain (field `project_name`: "
      "delete those edges or memberships first). Nothing is kept between the two calls: the hash is "
      "checked against the project as it is at the second call."),
-    ("Graph maintenance", ("kumiho_resolve_kref", "kumiho_get_edges", "kumiho_get_revision_by_tag",
-                           "kumiho_deprecate_item"),
+    ("Graph maintenance", ("kumiho_resolve_kref", "kumiho_get_revision_by_tag", "kumiho_deprecate_item"),
      "* krefs: `kref://<project>/<space…>/<item>.<kind>?r=<n>&a=<artifact>`, or the short form without a "
      "kind (D8; `kref://Revka/AgentPool/transport?r=4`). An ambiguous short kref is an `ambiguous_kref` "
      "error listing `candidates`; results always use the canonical form.\n"
      "* `kumiho_resolve_kref` returns the `location` of the named artifact (`&a=`) or of the revision's "
-     "default one, with `resolved: false` when there is none. `kumiho_get_edges` returns every edge in one "
-     "answer (no paging).\n"
+     "default one, with `resolved: false` when there is none.\n"
      "* `kumiho_deprecate_item` takes an item kref (no `?r=`): the item disappears from recall and search "
      "and comes back with `deprecated: false`."),
     ("Experiences and patterns", ("kumiho_memory_record_experience", "kumiho_memory_record_outcome",
@@ -430,6 +430,29 @@ GROUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
      "`action` and `member_item_kref`; adding a member twice is `already_exists`, removing a non-member "
      "`not_found`. `kumiho_get_bundle_members` lists the current members with `added_in_revision` and the "
      "bundle's `revision_number`."),
+    ("Edges and provenance", ("kumiho_create_edge", "kumiho_delete_edge", "kumiho_get_edges",
+                              "kumiho_get_dependencies", "kumiho_get_dependents", "kumiho_get_provenance_summary",
+                              "kumiho_analyze_impact", "kumiho_find_path"),
+     "* Edges are typed and directed, from one revision to another; an item kref stands for its latest "
+     "revision at the time of the call, and results name exact revisions (`?r=N`). `kumiho_create_edge` "
+     "refuses `SUPERSEDES` (the memory tools write it when one memory replaces another: reflect's `revises`, "
+     "Dream State) and an edge from a revision to itself; "
+     "creating an edge that exists returns it unchanged. `kumiho_delete_edge` answers `deleted: false` when "
+     "there was no such edge. Both endpoints must exist (`not_found` naming the field otherwise).\n"
+     "* Recall with `graph_augmented: true` follows these edges too: a memory linked to a recalled one "
+     "comes back as its neighbour.\n"
+     "* Dependencies follow edges out of a revision (what it was derived from, depends on, references), "
+     "dependents and impact follow them in. Each revision is listed once, at its shortest distance, "
+     f"nearest first. Every walk is bounded: `max_depth` from 1 to {MAX_HOPS} hops, and at most "
+     f"{MAX_REACHED} revisions per answer (`truncated: true` says more were within reach; narrow it with "
+     f"`edge_types` or a smaller `max_depth`). `kumiho_get_edges` lists at most {MAX_EDGES} edges, oldest "
+     "first, with the same `truncated` flag.\n"
+     f"* `kumiho_get_provenance_summary` reads at most {PROVENANCE_LIMIT} upstream revisions; it lists the "
+     "revision itself and each upstream one whose metadata records generation parameters ("
+     + ", ".join(f"`{k}`" for k in GENERATION_PARAMS)
+     + "); `dependency_count` counts every upstream revision read.\n"
+     "* `kumiho_find_path` follows edges in their direction, source to target; with no path within "
+     "`max_depth` it answers `path_found: false` and a `message`."),
     ("Operator tools", ("memory_engage", "memory_reflect", "memory_retrieve", "memory_search", "memory_fulltext",
                         "memory_get_item", "memory_resolve_kref", "memory_get_revision_by_tag", "memory_store",
                         "memory_graph"),

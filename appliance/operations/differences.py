@@ -19,4 +19,6 @@ DIFFERENCES: dict[tuple[str, str], str] = {
     ("kumiho_memory_reflect", "captures[].type:enum"): _CAPTURE_TYPES,
     ("kumiho_get_revision_by_tag", "tag:required"): _SEED_TAG,
     ("kumiho_get_revision_by_tag", "tag:default"): _SEED_TAG,
+    ("kumiho_delete_edge", "edge_type:enum"): "delete_edge takes SUPPORTS too: every edge type create_edge can "
+                                              "write can be deleted again",
 }

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import Field
 
 from appliance.core.names import MAX_PATTERN
 from appliance.operations.definition import Input, Operation
-from appliance.operations.fields import EdgeType, Kref, Name, SpacePath, StringMetadata, Tag
+from appliance.operations.fields import Kref, Name, SpacePath, StringMetadata, Tag
 
 Description = Annotated[str, Field(max_length=4096)]
 Pattern = Annotated[str, Field(max_length=MAX_PATTERN)]  # a search filter: a prefix or substring, or a glob
@@ -92,12 +92,6 @@ class ResolveKrefInput(Input):
     kref: Kref
 
 
-class GetEdgesInput(Input):
-    revision_kref: Kref
-    direction: Literal["outgoing", "incoming", "both"] = "both"
-    edge_type: EdgeType | None = None
-
-
 class GetRevisionByTagInput(Input):
     item_kref: Kref
     tag: Tag = "published"
@@ -132,9 +126,6 @@ OPERATIONS = (
     Operation("kumiho_resolve_kref", "Resolve a kref",
               "Resolve a kref to its file location (the named or default artifact).",
               ResolveKrefInput, read_only=True, idempotent=True),
-    Operation("kumiho_get_edges", "List edges",
-              "List the edges of a revision by direction and type.",
-              GetEdgesInput, read_only=True, idempotent=True),
     Operation("kumiho_get_revision_by_tag", "Get a revision by tag",
               "Get the revision of an item that holds a tag (default: published).",
               GetRevisionByTagInput, read_only=True, idempotent=True),

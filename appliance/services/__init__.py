@@ -19,7 +19,6 @@ from appliance.memory.cache import RecallCache
 from appliance.memory.client import Client
 from appliance.memory.consolidation import Consolidator
 from appliance.memory.recall import Recaller
-from appliance.memory.service import MemoryService
 from appliance.memory.working import WorkingMemory
 from appliance.memory.writer import MemoryWriter
 from appliance.search.service import SearchService
@@ -29,6 +28,7 @@ from appliance.services.maintenance import MaintenanceService
 from appliance.services.model_work import ModelWork
 from appliance.services.operator import OperatorService
 from appliance.services.patterns import PatternService
+from appliance.services.provenance import ProvenanceService
 from appliance.services.recall import RecallService
 from appliance.services.revisions import RevisionService
 from appliance.services.sessions import SessionService
@@ -56,7 +56,6 @@ class Parts:
     writer: MemoryWriter
     cache: RecallCache
     artifacts: Path
-    memory: MemoryService  # the memory tools not yet moved to a family of their own
     consolidator: Consolidator  # the idle-session sweep shares it
     work: ModelWork  # the model-backed work the services share (model, job queue, edge discovery)
     maintenance: MaintenanceService  # built once: its tools and the Dream State schedule share it
@@ -71,8 +70,8 @@ def families(parts: Parts) -> list[Family]:
     return [recall, writes, SessionService(parts.working, recall), ConsolidationService(parts.consolidator, parts.work),
             PatternService(parts.graph, parts.writer),
             RevisionService(parts.graph, parts.artifacts.parent),  # artifacts live in <data dir>/artifacts
-            StructureService(parts.graph), parts.maintenance, CodeService.of(parts), operator,
-            _Legacy(parts.memory)]
+            StructureService(parts.graph), ProvenanceService(parts.graph), parts.maintenance, CodeService.of(parts),
+            operator]
 
 
 def handlers(found: Iterable[Family]) -> dict[str, Handler]:
@@ -83,21 +82,3 @@ def handlers(found: Iterable[Family]) -> dict[str, Handler]:
                 raise ValueError(f"two services perform {name}")
             table[name] = handler
     return table
-
-
-class _Legacy:
-    """The memory tools whose service still reads a plain dict of arguments (absent ones left out)."""
-
-    def __init__(self, memory: MemoryService) -> None:
-        self.memory = memory
-
-    def handlers(self) -> dict[str, Handler]:
-        memory = self.memory
-        methods: dict[str, Callable[[dict[str, Any], Client], dict[str, Any]]] = {
-            "kumiho_get_edges": memory.get_edges,
-        }
-        return {name: _plain(method) for name, method in methods.items()}
-
-
-def _plain(method: Callable[[dict[str, Any], Client], dict[str, Any]]) -> Handler:
-    return lambda args, client: method(args.model_dump(exclude_none=True), client)

@@ -135,3 +135,14 @@ def test_bulk_edges_skip_existing_triples_and_need_real_revisions(graph: GraphSt
     with pytest.raises(InvalidArgument, match="revision krefs"):
         graph.create_edges([NewEdge(chain[0].split("?")[0], chain[1], "SUPPORTS")])
     assert graph.stats()["edges"] == before
+
+
+def test_revision_metadata_reads_many_revisions_at_once(graph: GraphStore, chain: list[str]) -> None:
+    graph.update_revision_metadata(chain[1], {"seed": "7"})
+    missing = chain[0].replace("n0.conversation", "gone.conversation")
+    found = graph.revision_metadata([chain[0], chain[1], missing])
+    assert set(found) == {chain[0], chain[1]} and found[chain[1]]["seed"] == "7"
+    assert graph.revision_metadata([]) == {}
+    with pytest.raises(InvalidArgument, match="exact revision krefs") as refused:
+        graph.revision_metadata([chain[0].split("?")[0]])
+    assert refused.value.field == "revision_krefs"

@@ -317,6 +317,9 @@ def test_hostile_text_in_every_kind_of_field_gets_a_clean_answer(app: InProcess,
         ("memory_graph", {"project": text, "space": text, "kinds": text, "search": text}),
         ("kumiho_resolve_kref", {"kref": text}),
         ("kumiho_get_edges", {"revision_kref": f"kref://CognitiveMemory/{text}", "edge_type": text}),
+        ("kumiho_create_edge", {"source_kref": f"kref://CognitiveMemory/{text}", "target_kref": text,
+                                "edge_type": "REFERENCED", "metadata": {text or "k": text}}),
+        ("kumiho_find_path", {"source_kref": text, "target_kref": text, "edge_types": [text]}),
         ("kumiho_deprecate_item", {"item_kref": f"kref://{text}/x.conversation"}),
         ("kumiho_get_revision_by_tag", {"item_kref": "kref://CognitiveMemory/notes/x.conversation", "tag": text}),
         ("kumiho_memory_store_execution", {"task": text, "stdout": text, "stderr": text, "tools": [text]}),
@@ -338,7 +341,8 @@ INVALID_KREFS = ["", "kref://", "kref:///", "kref://a//b", "kref://a/b.c?r=0", "
 @pytest.mark.parametrize("kref", INVALID_KREFS)
 def test_invalid_krefs_are_refused_naming_the_field(app: InProcess, mcp: RawMcp, kref: str) -> None:
     for tool, field in (("kumiho_resolve_kref", "kref"), ("memory_get_item", "kref"),
-                        ("kumiho_get_edges", "revision_kref"), ("kumiho_deprecate_item", "item_kref"),
+                        ("kumiho_get_edges", "revision_kref"), ("kumiho_get_dependencies", "revision_kref"),
+                        ("kumiho_deprecate_item", "item_kref"),
                         ("kumiho_get_revision_by_tag", "item_kref")):
         error = refused(app, mcp, tool, {field: kref})
         assert error["code"] in ("invalid_kref", "invalid_argument", "not_found", "ambiguous_kref"), error

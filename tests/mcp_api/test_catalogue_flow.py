@@ -7,6 +7,7 @@ The code-decision tools are offered only with KUMIHO_MEMORY_DECISIONS=1, which t
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -27,7 +28,15 @@ DECISIONS = {"KUMIHO_MEMORY_DECISIONS": "1"}
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
-    with serve(tmp_path_factory.mktemp("flow") / "data", **DECISIONS) as running:
+    root = tmp_path_factory.mktemp("repos")
+    repo = root / "repo"  # a git repository the code-decision tools may read
+    repo.mkdir()
+    (repo / "README.md").write_text("The graph is Kùzu.\n")
+    git = ["git", "-C", str(repo), "-c", "user.name=flow", "-c", "user.email=flow@localhost"]
+    for step in (["init", "-q"], ["add", "README.md"], ["commit", "-q", "-m", "Embed Kùzu for the graph"]):
+        subprocess.run([*git, *step], check=True, capture_output=True)
+    with serve(tmp_path_factory.mktemp("flow") / "data", **DECISIONS,
+               KUMIHO_CE_MAINTENANCE__CODE_REPO_ROOTS=json.dumps([str(root)])) as running:
         yield running
 
 
@@ -50,7 +59,8 @@ TRANSPORTS = {"http": _over_http, "stdio": _over_stdio}
 
 
 class Calls:
-    """Every call of the flow, checked: a well-formed call is not an error and carries the keys named."""
+    """Every call of the flow, checked: a well-formed call is not an error and carries the keys named (those
+    of the reference's result that the flow relies on)."""
 
     def __init__(self, session: ClientSession) -> None:
         self.session, self.called = session, set[str]()
@@ -192,7 +202,7 @@ async def _flow(c: Calls, tag: str) -> None:
     await c.ok("kumiho_memory_store_execution", ("success",), task="render the flow scene", status="done",
                exit_code=0, space_hint="runs")
     await c.ok("kumiho_memory_discover_edges", revision_kref=memory, summary="zeppelin shaders")
-    await c.ok("kumiho_memory_dream_state", project=project, dry_run=True)
+    await c.ok("kumiho_memory_dream_state", ("success",), project=project, dry_run=True)
     await c.ok("kumiho_memory_space_profile", project=project, dry_run=True)
     await c.ok("kumiho_memory_decompose", kref=memory, project=project,
                entities=[{"name": "zeppelin shaders", "type": "technology"}],
@@ -206,18 +216,31 @@ async def _flow(c: Calls, tag: str) -> None:
         "observed_outcome": "Renders took 40 s", "observed_at": "2026-12-01T10:00:00Z",
         "outcome_status": "success"})
     outcome_kref = outcome.get("revision_kref") or outcome["kref"]
-    request = await c.ok("kumiho_memory_prepare_patterns", source_krefs=[experience_kref, outcome_kref],
-                         space_paths=[f"/{project}/experience"])
-    assert request
-    await c.ok("kumiho_memory_validate_insight_response",
-               request={"allowed_citations": [memory]}, response={"answer": "x", "citations": [memory]}) \
-        if False else None  # the exact contract is checked by tests/operations/test_patterns.py
-    c.called.add("kumiho_memory_validate_insight_response")
-    await c.ok("kumiho_code_capture", repo_path=".", commit_ref="HEAD", decisions=[
-        {"title": "Kùzu for the graph", "decision": "Embed Kùzu", "rationale": "one process"}])
-    await c.ok("kumiho_code_why", question="why Kùzu?")
-    c.called.update({"kumiho_code_ingest", "kumiho_code_mine_session", "kumiho_memory_store_pattern",
-                     "kumiho_memory_check_pattern"})  # need a git repository / a host's model: own tests
+    request = await c.ok("kumiho_memory_prepare_patterns", ("sources", "snapshot_id"),
+                         source_krefs=[experience_kref, outcome_kref], space_paths=[f"/{project}/experience"])
+    pattern = await c.ok("kumiho_memory_store_pattern", ("candidate",), request=request, space_path="patterns",
+                         candidate={"kind": "conditional_lesson", "title": "Zeppelin shaders render fast",
+                                    "hypothesis": "Zeppelin shaders keep renders under a minute.",
+                                    "applicability_conditions": ["Scenes like the flow's"], "counterexamples": [],
+                                    "source_krefs": [experience_kref]})
+    checked = await c.ok("kumiho_memory_check_pattern", ("status",), pattern_kref=pattern["revision_kref"],
+                         space_paths=[f"/{project}/experience", f"/{project}/patterns"])
+    assert checked["status"] == "reviewable", checked
+    insight = await c.ok("kumiho_memory_engage", ("synthesis_request",), query="which shaders render the scene?",
+                         space_paths=[f"{project}/notes"], include_insights=True, current_context="a new scene",
+                         goals=["fast renders"])
+    cited = insight["synthesis_request"]["source_krefs"][:1]
+    report = await c.ok("kumiho_memory_validate_insight_response", ("valid",), request=insight["synthesis_request"],
+                        response={"mode": "direct", "answer": "Zeppelin shaders.", "source_krefs": cited,
+                                  "hypotheses": []})
+    assert report["valid"] is True, report
+    await c.ok("kumiho_code_capture", repo_path="repo", commit_ref="HEAD", decisions=[
+        {"title": "Kùzu for the graph", "decision": "Embed Kùzu", "rationale": "one process, no server",
+         "files": ["README.md"]}])
+    why = await c.ok("kumiho_code_why", file="README.md", repo="repo")
+    assert "Kùzu" in json.dumps(why, ensure_ascii=False)
+    await c.ok("kumiho_code_ingest", repo_path="repo", max_commits=5)  # no model here: answers skipped
+    await c.ok("kumiho_code_mine_session", session_id=session, repo_path="repo")
     # -- deletions: search and memory see exactly what remains ---------------------------------------------
     await c.ok("kumiho_delete_edge", ("deleted",), source_kref=revs["hero"], target_kref=revs["sword"],
                edge_type="DEPENDS_ON")
