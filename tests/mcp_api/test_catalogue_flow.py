@@ -166,17 +166,20 @@ async def _flow(c: Calls, tag: str) -> None:
     path = await c.ok("kumiho_find_path", ("path_found",), source_kref=revs["scene"], target_kref=revs["sword"])
     assert path["path_found"] is True
     # -- memory ------------------------------------------------------------------------------------------
-    stored = await c.ok("kumiho_memory_store", ("stored",), project=project, space_path="notes",
+    notes = f"flow-{tag}"  # memory tools work in the client's project (CognitiveMemory here)
+    stored = await c.ok("kumiho_memory_store", ("stored",), space_path=notes,
                         title="Flow uses zeppelin shaders", user_text="We render the flow scene with zeppelin "
                         "shaders.", memory_type="fact")
     memory = stored["revision_kref"]
     engaged = await c.ok("kumiho_memory_engage", ("context", "results", "source_krefs"),
-                         query="which shaders render the scene?", space_paths=[f"{project}/notes"])
+                         query="which shaders render the scene?", space_paths=[notes])
     recalled = await c.ok("kumiho_memory_recall", ("results", "count"), query="zeppelin shaders",
-                          space_paths=[f"{project}/notes"])
+                          space_paths=[notes])
     assert memory in {r["kref"] for r in recalled["results"]}
-    await c.ok("kumiho_memory_retrieve", ("item_krefs", "revision_krefs"), project=project, query="zeppelin")
-    await c.ok("kumiho_fulltext_search", ("results", "count"), query="zepelin", context=project)
+    await c.ok("kumiho_memory_retrieve", ("item_krefs", "revision_krefs"), query="zeppelin", space_paths=[notes])
+    typo = await c.ok("kumiho_fulltext_search", ("results", "count"), query="zepelin",
+                      context=f"CognitiveMemory/{notes}")
+    assert memory.split("?")[0] in {r["item"]["kref"] for r in typo["results"]}
     session = f"flow-{tag}"
     reflected = await c.ok("kumiho_memory_reflect", ("stored_krefs", "captures_stored"), session_id=session,
                            response="Noted the shaders.", source_krefs=engaged["source_krefs"],
@@ -204,10 +207,10 @@ async def _flow(c: Calls, tag: str) -> None:
     await c.ok("kumiho_memory_discover_edges", revision_kref=memory, summary="zeppelin shaders")
     await c.ok("kumiho_memory_dream_state", ("success",), project=project, dry_run=True)
     await c.ok("kumiho_memory_space_profile", project=project, dry_run=True)
-    await c.ok("kumiho_memory_decompose", kref=memory, project=project,
+    await c.ok("kumiho_memory_decompose", kref=memory,
                entities=[{"name": "zeppelin shaders", "type": "technology"}],
                facts=[{"statement": "The flow scene uses zeppelin shaders", "about": ["zeppelin shaders"]}])
-    experience = await c.ok("kumiho_memory_record_experience", space_path=f"/{project}/experience", record={
+    experience = await c.ok("kumiho_memory_record_experience", space_path=f"experience-{tag}", record={
         "experience_id": f"exp-{tag}", "title": "Chose zeppelin shaders", "situation": "Rendering the scene",
         "goal": "Fast renders", "decision": "Use zeppelin shaders", "rationale": "They are fast",
         "expected_outcome": "Renders under a minute"})
@@ -217,17 +220,19 @@ async def _flow(c: Calls, tag: str) -> None:
         "outcome_status": "success"})
     outcome_kref = outcome.get("revision_kref") or outcome["kref"]
     request = await c.ok("kumiho_memory_prepare_patterns", ("sources", "snapshot_id"),
-                         source_krefs=[experience_kref, outcome_kref], space_paths=[f"/{project}/experience"])
-    pattern = await c.ok("kumiho_memory_store_pattern", ("candidate",), request=request, space_path="patterns",
+                         source_krefs=[experience_kref, outcome_kref],
+                         space_paths=[f"/CognitiveMemory/experience-{tag}"])
+    pattern = await c.ok("kumiho_memory_store_pattern", ("candidate",), request=request,
+                         space_path=f"patterns-{tag}",
                          candidate={"kind": "conditional_lesson", "title": "Zeppelin shaders render fast",
                                     "hypothesis": "Zeppelin shaders keep renders under a minute.",
                                     "applicability_conditions": ["Scenes like the flow's"], "counterexamples": [],
                                     "source_krefs": [experience_kref]})
     checked = await c.ok("kumiho_memory_check_pattern", ("status",), pattern_kref=pattern["revision_kref"],
-                         space_paths=[f"/{project}/experience", f"/{project}/patterns"])
+                         space_paths=[f"/CognitiveMemory/experience-{tag}", f"/CognitiveMemory/patterns-{tag}"])
     assert checked["status"] == "reviewable", checked
     insight = await c.ok("kumiho_memory_engage", ("synthesis_request",), query="which shaders render the scene?",
-                         space_paths=[f"{project}/notes"], include_insights=True, current_context="a new scene",
+                         space_paths=[notes], include_insights=True, current_context="a new scene",
                          goals=["fast renders"])
     cited = insight["synthesis_request"]["source_krefs"][:1]
     report = await c.ok("kumiho_memory_validate_insight_response", ("valid",), request=insight["synthesis_request"],
@@ -240,7 +245,8 @@ async def _flow(c: Calls, tag: str) -> None:
     why = await c.ok("kumiho_code_why", file="README.md", repo="repo")
     assert "Kùzu" in json.dumps(why, ensure_ascii=False)
     await c.ok("kumiho_code_ingest", repo_path="repo", max_commits=5)  # no model here: answers skipped
-    await c.ok("kumiho_code_mine_session", session_id=session, repo_path="repo")
+    await c.ok("kumiho_chat_add", session_id=f"{session}-code", message="We embed Kùzu: one process, no server.")
+    await c.ok("kumiho_code_mine_session", session_id=f"{session}-code", repo_path="repo")
     # -- deletions: search and memory see exactly what remains ---------------------------------------------
     await c.ok("kumiho_delete_edge", ("deleted",), source_kref=revs["hero"], target_kref=revs["sword"],
                edge_type="DEPENDS_ON")
@@ -257,26 +263,28 @@ async def _flow(c: Calls, tag: str) -> None:
     assert items["hero"] not in {i["kref"] for i in left["items"]}
     assert items["scene"] in {i["kref"] for i in left["items"]}
     await c.ok("kumiho_deprecate_item", ("updated",), item_kref=str(memory).split("?")[0])
-    gone = await c.ok("kumiho_memory_recall", query="zeppelin shaders", space_paths=[f"{project}/notes"])
+    gone = await c.ok("kumiho_memory_recall", query="zeppelin shaders", space_paths=[notes])
     assert memory not in {r["kref"] for r in gone["results"]}
-    await c.ok("kumiho_delete_project", ("deleted",), project_name=project)
-    after = await c.ok("kumiho_fulltext_search", query="zeppelin", context=project)
-    assert after["count"] == 0
+    before = await c.ok("kumiho_fulltext_search", query="scene", context=project)
+    assert items["scene"] in {r["item"]["kref"] for r in before["results"]}, before
+    await c.ok("kumiho_delete_project", ("deleted",), project_name=project)  # archived: hidden from search
+    after = await c.ok("kumiho_fulltext_search", query="scene", context=project)
+    assert after["count"] == 0, after
 
 
 async def _malformed(c: Calls) -> None:
-    """Every tool answers a malformed call with the error shape: the first property with a value of the
-    wrong type (a tool without parameters: too many arguments)."""
+    """Every tool answers a malformed call with the error shape naming a field: its required parameters (or
+    its first one) with values of the wrong type; a tool without parameters, too many arguments."""
     for name, op in tools().items():
         properties = op.input_schema.get("properties", {})
         if not properties:
             await c.error(name, "invalid_argument", **{f"k{i}": 1 for i in range(70)})
             continue
-        field, schema = next(iter(properties.items()))
-        kind = schema.get("type", "string")
-        wrong = 5 if kind == "string" or "enum" in schema else "five"
-        error = await c.error(name, "invalid_argument", **{field: wrong})
-        assert field in error["message"], (name, error)
+        broken = op.input_schema.get("required") or [next(iter(properties))]
+        wrong = {field: 5 if properties[field].get("type", "string") == "string" or "enum" in properties[field]
+                 else "five" for field in broken}
+        error = await c.error(name, "invalid_argument", **wrong)
+        assert error["field"].split(".")[0].split("[")[0] in broken, (name, error)
 
 
 @pytest.mark.parametrize("transport", sorted(TRANSPORTS))
