@@ -6,7 +6,7 @@ PYTEST := $(BIN)/python -m pytest
 
 .PHONY: install install-test models run test test-long test-privacy test-crash test-offline test-load soak test-fuzz lint \
         bench bench-search bench-recall bench-mcp bench-pii bench-pii-hard bench-llm bench-llm-quality bench-rss \
-        bench-door bench-bounds clean
+        bench-door bench-bounds bench-compare clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kumiho-ce needs Python 3.11 or newer")'

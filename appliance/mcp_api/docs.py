@@ -42,6 +42,7 @@ from appliance.memory.writer import (
 )
 from appliance.operations.catalogue import operations
 from appliance.operations.definition import Operation
+from appliance.operations.differences import DIFFERENCES
 from appliance.operations.operator import GRAPH_MAX
 from appliance.operations.provenance import MAX_DEPTH as MAX_HOPS
 from appliance.operations.revisions import BATCH_KREFS
@@ -85,15 +86,15 @@ _REDACTION = (
 # (heading, tools in it, what the schema does not show); a tool missing here lands in "Other tools".
 GROUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("Recall", ("kumiho_memory_engage", "kumiho_memory_recall", "kumiho_memory_retrieve", "kumiho_fulltext_search"),
-     "* Scores are on the appliance's one calibrated 0..1 scale (D1, [search.md](search.md)); `min_score` "
+     "* Scores are on the appliance's one calibrated 0..1 scale ([search.md](search.md)); `min_score` "
      "drops results below it. Recall ranks hybrid (vector + full-text) hits, one memory per item (its "
-     "`published` revision, else the latest), with the seed's time decay (D2), current memories before the "
+     "`published` revision, else the latest), with the seed's time decay, current memories before the "
      "ones they supersede, and diversity. Deprecated items never appear.\n"
      "* engage and recall return memories of kind `conversation` (what the write tools create); retrieve "
      "takes the kind as `memory_item_kind`. A `limit` above 100 is treated as 100.\n"
      "* `space_paths` are relative to the project (`decisions`, `/decisions` and `CognitiveMemory/decisions` "
      "are the same space); a space that does not exist is a `not_found` error naming the field.\n"
-     f"* **{_WINDOW}-second cache** (D3): an identical `kumiho_memory_engage` / `kumiho_memory_recall` call "
+     f"* **{_WINDOW}-second cache**: an identical `kumiho_memory_engage` / `kumiho_memory_recall` call "
      f"(same arguments, same client) within {_WINDOW} s gets the same result again, marked `cached: true`, "
      "and only while nothing was written: any write empties the cache. Empty results are never cached.\n"
      "* Read-your-writes: a memory stored by an earlier call is found by the next recall.\n"
@@ -174,7 +175,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
                                      "kumiho_chat_get", "kumiho_chat_clear", "kumiho_memory_consolidate",
                                      "kumiho_memory_store_execution"),
      "* Session identity, in order: an explicit `session_id`; without `user_id`, the host's session "
-     "(`KUMIHO_SESSION_ID` of the `kumiho-ce mcp` process, D10); with `user_id`, the active session of "
+     "(`KUMIHO_SESSION_ID` of the `kumiho-ce mcp` process); with `user_id`, the active session of "
      "(`context`, `user_id`), else a new `<context>:user-<hash>:<YYYYMMDD>:<seq>`. Results echo `session_id` "
      "and `session_id_source` (`argument`, `host-env`, `active-pointer`, `generated`): reuse the reported "
      "id, never invent one. A blank `session_id` is an error. Buffers survive restarts.\n"
@@ -340,7 +341,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
      "checked against the project as it is at the second call."),
     ("Graph maintenance", ("kumiho_resolve_kref", "kumiho_get_revision_by_tag", "kumiho_deprecate_item"),
      "* krefs: `kref://<project>/<space…>/<item>.<kind>?r=<n>&a=<artifact>`, or the short form without a "
-     "kind (D8; `kref://Revka/AgentPool/transport?r=4`). An ambiguous short kref is an `ambiguous_kref` "
+     "kind (`kref://Revka/AgentPool/transport?r=4`). An ambiguous short kref is an `ambiguous_kref` "
      "error listing `candidates`; results always use the canonical form.\n"
      "* `kumiho_resolve_kref` returns the `location` of the named artifact (`&a=`) or of the revision's "
      "default one, with `resolved: false` when there is none.\n"
@@ -456,10 +457,10 @@ GROUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("Operator tools", ("memory_engage", "memory_reflect", "memory_retrieve", "memory_search", "memory_fulltext",
                         "memory_get_item", "memory_resolve_kref", "memory_get_revision_by_tag", "memory_store",
                         "memory_graph"),
-     "Revka's Operator-side wrappers (MISSION §2, §6). Where a `kumiho_*` tool does the same job they behave "
+     "Revka's Operator-side wrappers. Where a `kumiho_*` tool does the same job they behave "
      "like it, except:\n\n"
      "* `memory_engage`: `min_score` is floored at `[memory] min_relevance_score` (default "
-     f"{_FLOOR}) and `limit` capped at the client's `KUMIHO_MEMORY_RETRIEVAL_LIMIT` (D10) or else "
+     f"{_FLOOR}) and `limit` capped at the client's `KUMIHO_MEMORY_RETRIEVAL_LIMIT` or else "
      f"`[kumiho] memory_retrieval_limit` (default {_CAP}); both default to that floor and cap, and the "
      f"result echoes the values used. It shares the {_WINDOW}-second cache and answers `context`, "
      "`results`, `source_krefs`, `count`.\n"
@@ -502,7 +503,7 @@ def reference_markdown() -> str:
         "* **stdio**: `kumiho-ce mcp` holds no store. It forwards every JSON-RPC line to the running "
         "appliance's `/mcp` (starting `kumiho-ce serve` in the background when none answers), so any number "
         "of agent hosts share one store.",
-        f"* **Per-client defaults** (D10) travel with each request as headers: `KUMIHO_MEMORY_PROJECT` → "
+        f"* **Per-client defaults** travel with each request as headers: `KUMIHO_MEMORY_PROJECT` → "
         f"`{PROJECT_HEADER}` (the project of calls that name none), `KUMIHO_MEMORY_RETRIEVAL_LIMIT` → "
         f"`{LIMIT_HEADER}` (operator limit cap), `KUMIHO_SESSION_ID` → `{SESSION_HEADER}` (host session). "
         "The stdio shim sends them from its environment; HTTP clients may send the headers themselves. They "
@@ -512,7 +513,7 @@ def reference_markdown() -> str:
         "refused with `invalid_argument` and `field: \"project\"` before anything is written; the message "
         "says when the header was the bad one.",
         "",
-        "## Results and errors (D9)",
+        "## Results and errors",
         "",
         "Every result is one JSON object, given twice: as the only `text` content block (the JSON, for hosts "
         "that read text) and as `structuredContent`. A failed call is a tool result with `isError: true` "
@@ -528,6 +529,7 @@ def reference_markdown() -> str:
         "never a traceback).",
         "",
         *_bounds(specs),
+        *_differences(),
         "## Tools",
         "",
         "| tool | title | read-only | destructive | idempotent |",
@@ -545,6 +547,21 @@ def reference_markdown() -> str:
         for name in names:
             lines += ["", *_tool(specs[name])]
     return "\n".join(lines) + "\n"
+
+
+def _differences() -> list[str]:
+    """Where a tool's parameters differ from Kumiho's own server (names, types, defaults, enums, required)."""
+    lines = ["## Where the parameters differ from Kumiho's own server", "",
+             "The tools take the parameters of Kumiho's reference tools, with the same names, types, defaults "
+             "and choices, except:", ""]
+    for (tool, where), reason in sorted(DIFFERENCES.items()):
+        field, aspect = where.rsplit(":", 1)
+        lines.append(f"* `{tool}` `{field}` ({_ASPECTS[aspect]}): {reason}.")
+    return [*lines, ""]
+
+
+_ASPECTS = {"required": "required or not", "default": "default", "enum": "allowed values", "type": "type",
+            "missing": "not taken", "extra": "an addition"}
 
 
 def _bounds(specs: dict[str, Operation]) -> list[str]:

@@ -9,16 +9,18 @@ round), or ``(tool, ":<hint>")`` for an annotation."""
 
 from __future__ import annotations
 
-_SEED_SESSION = "the seed makes session_id required on reflect: a reflect must name the session it closes"
-_SEED_TAG = "the seed's default tag is published, the tag that marks the memory agents should read"
-_CAPTURE_TYPES = ("capture types are open: the seed's ten plus other lowercase words (lesson, discovery…), "
-                  "checked by a pattern instead of an enum")
+# (the reasons are shown to users in docs/mcp-tools.md: plain words)
+_SEED_SESSION = "required here: a reflect names the session it belongs to (Kumiho's server makes it optional)"
+_SEED_TAG = ("optional here and `published` by default, the revision agents should read (Kumiho's server "
+             "requires a tag)")
+_CAPTURE_TYPES = ("open: the ten usual capture types plus any other lowercase word (lesson, discovery, …), "
+                  "checked by a pattern instead of a fixed list")
 
 DIFFERENCES: dict[tuple[str, str], str] = {
     ("kumiho_memory_reflect", "session_id:required"): _SEED_SESSION,
     ("kumiho_memory_reflect", "captures[].type:enum"): _CAPTURE_TYPES,
     ("kumiho_get_revision_by_tag", "tag:required"): _SEED_TAG,
     ("kumiho_get_revision_by_tag", "tag:default"): _SEED_TAG,
-    ("kumiho_delete_edge", "edge_type:enum"): "delete_edge takes SUPPORTS too: every edge type create_edge can "
-                                              "write can be deleted again",
+    ("kumiho_delete_edge", "edge_type:enum"): "SUPPORTS is accepted too: every edge type "
+                                              "kumiho_create_edge writes can be deleted again",
 }
