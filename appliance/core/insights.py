@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 SCHEMA_VERSION = 1
@@ -42,6 +43,8 @@ MAX_RESPONSE_CHARS = 24000
 MAX_TEXT_CHARS = 8000  # of one source field
 MAX_HYPOTHESES = 3
 MAX_LIST = 12  # conditions, caveats
+MAX_LEADS = 3  # review leads in one insight brief
+TITLE_CHARS, SNIPPET_CHARS = 120, 240  # of one lead's evidence
 QUERY_CHARS, CONTEXT_CHARS, GOAL_CHARS, MAX_GOALS = 2000, 4000, 500, 8
 MODES = ("hypothesis", "direct", "clarify")
 # what a source packet may carry of a recalled memory (the rest stays in engage's results)
@@ -212,3 +215,66 @@ def validate(request: dict[str, Any], response: dict[str, Any]) -> dict[str, Any
 
 def _text(value: Any) -> bool:
     return isinstance(value, str) and bool(value.strip())
+
+
+# -- the insight brief: review leads engage returns beside the request ----------------------------------
+_LEAD_TEXT = {
+    "changed_premise": ("A premise of this memory was superseded; check whether it still applies.",
+                        "Which premise changed, and does the change matter for this query?"),
+    "unresolved_conflict": ("Another memory disputes this one; the disagreement is not resolved.",
+                            "What does each side claim, and which conditions explain the disagreement?"),
+    "decision_review": ("A prior decision was recalled; whether it still applies is not verified.",
+                        "Which of its reasons and outcomes apply to this query, and what differs now?"),
+}
+
+
+def brief(query: str, memories: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Review leads from markers the recalled memories already carry (a superseded premise, a dispute, a
+    decision): no reads, no model."""
+    evidence = {m["kref"]: _evidence(m) for m in memories if _is_pinned(m.get("kref"))}
+    leads: list[dict[str, Any]] = []
+    for memory in memories:
+        kref = memory.get("kref")
+        if not _is_pinned(kref) or len(leads) >= MAX_LEADS:
+            continue
+        for kind, related in _markers(memory):
+            if len(leads) >= MAX_LEADS:
+                break
+            observation, question = _LEAD_TEXT[kind]
+            known = [r for r in related if r in evidence and r != kref]
+            leads.append({"kind": kind, "observation": observation, "question": question,
+                          "source_krefs": [kref, *known],
+                          "missing_source_krefs": [r for r in related if r not in evidence and r != kref],
+                          "evidence": [evidence[kref], *(evidence[r] for r in known)], "applicability": "unknown"})
+    return {"schema_version": SCHEMA_VERSION, "status": "ready" if leads else "insufficient_evidence",
+            "query": query[:500], "candidates": leads,
+            "source_krefs": list(dict.fromkeys(k for lead in leads for k in lead["source_krefs"])),
+            "truncated": len(query) > 500}
+
+
+def _evidence(memory: Mapping[str, Any]) -> dict[str, Any]:
+    title, summary = str(memory.get("title") or ""), str(memory.get("summary") or "")
+    return {"kref": memory["kref"], "title": title[:TITLE_CHARS], "snippet": (summary or title)[:SNIPPET_CHARS],
+            "snippet_truncated": len(summary) > SNIPPET_CHARS or len(title) > TITLE_CHARS,
+            "evidence_level": memory.get("evidence_level") or "unverified",
+            "created_at": memory.get("created_at"), "event_date": memory.get("event_date"),
+            "origin": memory.get("origin"), "decision_state": memory.get("decision_state")}
+
+
+def _markers(memory: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
+    """(lead kind, the other memories it points at) for each marker the memory carries."""
+    found: list[tuple[str, list[str]]] = []
+    superseded_by = str(memory.get("superseded_by") or "")
+    if str(memory.get("grounding_stale")).lower() == "true" or superseded_by:
+        found.append(("changed_premise", [superseded_by] if superseded_by.startswith("kref://") else []))
+    contested = [str(k) for k in memory.get("contested_by") or [] if str(k).startswith("kref://")][:3]
+    if contested or memory.get("decision_state") == "contested":
+        found.append(("unresolved_conflict", contested))
+    if not found and str(memory.get("type")) in ("decision", "code_decision"):
+        found.append(("decision_review", []))
+    return found
+
+
+
+def _is_pinned(kref: Any) -> bool:
+    return isinstance(kref, str) and len(kref) <= 1024 and _PINNED.fullmatch(kref) is not None

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from appliance.config import DEFAULT_PORT, KumihoSettings, MemorySettings
-from appliance.core import insight
+from appliance.core import insights
 from appliance.core.deletion import MAX_LISTED as MAX_LISTED_IMPACT
 from appliance.core.experiences import MAX_RECORD_CHARS
 from appliance.core.insights import MAX_HYPOTHESES
@@ -121,7 +121,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
      "what the recalled memories already say (a premise that was superseded, a dispute, a prior decision), "
      "each with its sources and a question to check; no model and no extra reads — and a "
      "`synthesis_request` for the host's own model to answer: the recalled memories as `sources` (pinned "
-     f"revision krefs with title, summary and provenance, at most {insight.SOURCE_BUDGET:,} characters; what "
+     f"revision krefs with title, summary and provenance, at most {insights.DEFAULT_SOURCE_CHARS:,} characters; what "
      "did not fit is counted in `budget`), the `query`, `current_context`, `goals`, `instructions` "
      "and an `output_contract` (`mode` hypothesis, direct or clarify; `answer`; cited `source_krefs`; "
      "hypotheses with conditions, an alternative explanation and a verification step). Its "

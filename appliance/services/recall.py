@@ -3,7 +3,7 @@
 Engage and recall run the recall pipeline (``appliance.memory.recall``: search, one memory per item, priors,
 time decay, diversity), graph-augmented when asked and a model is there (``appliance.memory.augmented``),
 behind the 5-second dedup guard (``RecallCache``). Engage adds the prompt-ready context and, with
-``include_insights``, the insight request the host's model answers (``appliance.core.insight``)."""
+``include_insights``, the insight request the host's model answers (``appliance.core.insights``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from appliance.core import insight
+from appliance.core import insights
 from appliance.core import kref as krefs
 from appliance.core.ports import ChatModel, model_status
 from appliance.core.search import SearchFilter, SearchRequest
@@ -223,8 +223,8 @@ class RecallService:
             added["learned_source_status"] = {
                 "status": "ready" if learned else "no_sources", "source_krefs": [r["kref"] for r in learned],
                 "kinds": list(LEARNED_KINDS), "retrieval_calls": 1, "semantic_support_verified": False}
-        added["insight_brief"] = insight.brief(request.query, recalled.results)
-        added["synthesis_request"] = insight.synthesis_request(
+        added["insight_brief"] = insights.brief(request.query, recalled.results)
+        added["synthesis_request"] = insights.synthesis_request(
             request.query, [*learned, *recalled.results], current_context=args.current_context or "",
             goals=args.goals)
         return added
