@@ -154,7 +154,7 @@ def service_parts(settings: Settings, data_dir: DataDir, graph: GraphStore, sear
     redact = pii_redactor(settings)
     work = ModelWork(graph, recaller, model, jobs, options)
     maintenance = MaintenanceService(graph, work, artifact_root=artifacts, options=options, clock=now,
-                                     model_for=lambda args: model_for_call(settings, model, args))
+                                     model_for=lambda **choice: model_for_call(settings, model, **choice))
     consolidator = Consolidator(working, writer, model, redact, patterns_only, call_timeout=options.call_timeout,
                                 keep_raw_transcripts=options.keep_raw_transcripts)
     return Parts(settings=settings, graph=graph, search=search, working=working, model=model, jobs=jobs,

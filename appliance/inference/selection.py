@@ -11,8 +11,6 @@ to a server of the caller's choosing. A per-call ``api_key`` is refused too: the
 
 from __future__ import annotations
 
-from typing import Any
-
 import httpx
 
 from appliance.config import Settings
@@ -24,12 +22,14 @@ LOCAL = ("", "local", "llama.cpp", "llamacpp", "llama_cpp", "kumiho-ce")
 ENDPOINT = ("openai", "openai-compatible", "endpoint", "llama-server", "ollama", "vllm", "lmstudio")
 
 
-def model_for_call(settings: Settings, default: ChatModel, args: dict[str, Any]) -> ChatModel:
-    """The model the arguments select; the caller closes it when it is not ``default``."""
-    provider = str(args.get("provider") or "").strip().lower()
-    name = str(args.get("model") or "").strip()
-    base_url = str(args.get("base_url") or "").strip()
-    if args.get("api_key"):
+def model_for_call(settings: Settings, default: ChatModel, *, provider: str | None = None, model: str | None = None,
+                   base_url: str | None = None, api_key: str | None = None) -> ChatModel:
+    """The model a call's choice (Dream State's provider, model, base_url, api_key) selects; the caller closes it
+    when it is not ``default``."""
+    provider = (provider or "").strip().lower()
+    name = (model or "").strip()
+    base_url = (base_url or "").strip()
+    if api_key:
         raise InvalidArgument("api_key: a call cannot bring its own key; the endpoint's key is the configured "
                               "inference.endpoint_api_key (omit api_key)", field="api_key")
     if base_url or provider in ENDPOINT:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from typing import Any
 
 from appliance.core import kref as krefs
 from appliance.core import names
@@ -67,14 +66,9 @@ def check_project(project: object, field: str = "project") -> str:
     return names.project_name(project.strip(), field)
 
 
-def project_of(args: dict[str, Any], client: Client) -> str:
-    """The call's project: its ``project`` argument, else the client's default (the ``X-Kumiho-Project``
-    header, or the configured default project); either is checked, and the error says which one was bad."""
-    return project_for(args.get("project"), client)
-
-
 def project_for(project: str | None, client: Client) -> str:
-    """``project_of`` for a typed input: the ``project`` it names, else the client's default."""
+    """The call's project: the ``project`` it names, else the client's default (the ``X-Kumiho-Project``
+    header, or the configured default project); either is checked, and the error says which one was bad."""
     if project:
         return check_project(project)
     try:
@@ -82,11 +76,6 @@ def project_for(project: str | None, client: Client) -> str:
     except InvalidArgument as exc:
         raise InvalidArgument(f"{exc.message} (from the X-Kumiho-Project header or the configured default "
                               "project; fix it or pass a valid 'project' argument)", field="project") from None
-
-
-def call_project(project: str | None, client: Client) -> str:
-    """``project_of`` for a typed input: the ``project`` argument when given, else the client's default."""
-    return project_of({"project": project} if project else {}, client)
 
 
 def scopes(project: str, space_paths: list[str] | None) -> tuple[str, ...]:

@@ -12,7 +12,7 @@ from appliance.inference import prompts
 from appliance.jobs import Job
 from appliance.memory import code_decisions as code
 from appliance.memory.client import Client
-from appliance.memory.spaces import project_of
+from appliance.memory.spaces import project_for
 from appliance.memory.working import WorkingMemory
 from appliance.operations.code import CodeCaptureInput, CodeIngestInput, CodeMineSessionInput, CodeWhyInput
 from appliance.services.model_work import ModelWork
@@ -48,7 +48,7 @@ class CodeService:
                 "kumiho_code_mine_session": self.mine_session}
 
     def capture(self, args: CodeCaptureInput, client: Client) -> dict[str, Any]:
-        project = project_of({}, client)
+        project = project_for(None, client)
         ref = code.check_ref(args.commit_ref, "commit_ref")
         repo = code.locate(args.repo_path, self.repo_roots)
         commit, resolved = code.resolve_commit(repo, ref)
@@ -65,14 +65,14 @@ class CodeService:
         return result
 
     def why(self, args: CodeWhyInput, client: Client) -> dict[str, Any]:
-        project = project_of({}, client)
+        project = project_for(None, client)
         found = code.recall(self.graph, project, question=args.question or "", file=args.file or "", line=args.line,
                             commit=args.commit or "", repo=args.repo or "", limit=args.limit)
         return {"decisions": found, "count": len(found), "context": code.markdown(found),
                 "project": code.decisions_project(project)}
 
     def ingest(self, args: CodeIngestInput, client: Client) -> dict[str, Any]:
-        project = project_of({}, client)
+        project = project_for(None, client)
         rev_range = code.check_ref(args.rev_range, "rev_range", allow_range=True) if args.rev_range else ""
         repo = self._readable(args.repo_path)
         unready = self.work.model_ready()
@@ -109,7 +109,7 @@ class CodeService:
                 "decisions_stored": len(result["decisions"]), "decisions": result["decisions"], "job_id": job.id}
 
     def mine_session(self, args: CodeMineSessionInput, client: Client) -> dict[str, Any]:
-        project = project_of({}, client)
+        project = project_for(None, client)
         if not args.session_id and not args.conversation_kref:
             raise InvalidArgument("session_id: give the session to mine (session_id) or a consolidated "
                                   "conversation (conversation_kref)", field="session_id")

@@ -10,7 +10,7 @@ from appliance.jobs import Job
 from appliance.memory.client import Client
 from appliance.memory.consolidation import Consolidator, summary_shape
 from appliance.memory.sessions import resolve_session
-from appliance.memory.spaces import call_project
+from appliance.memory.spaces import project_for
 from appliance.operations.sessions import ConsolidateInput
 from appliance.services.model_work import ModelWork
 
@@ -29,7 +29,7 @@ class ConsolidationService:
         """Summarise the session's buffer with the model (or store an agent-written ``summary``), write the
         transcript artifact, store the summary, clear the buffer (reference §4.10). The model's work runs on
         the interactive job lane; after ``tool_wait_seconds`` the answer says it goes on in the background."""
-        project = call_project(None, client)
+        project = project_for(None, client)
         working = self.consolidator.working
         provided = args.summary or None
         if provided is not None:

@@ -20,15 +20,14 @@ from appliance.memory.client import Client
 from appliance.memory.dream import DreamParams, DreamState
 from appliance.memory.edges import EdgeRequest
 from appliance.memory.model_tools import ModelOptions
-from appliance.memory.spaces import check_project, project_of, scopes
+from appliance.memory.spaces import check_project, project_for, scopes
 from appliance.operations.maintenance import DecomposeInput, DiscoverEdgesInput, DreamStateInput, SpaceProfileInput
 from appliance.services.model_work import ModelWork
 
 if TYPE_CHECKING:
     from appliance.services import Handler
 
-ModelFor = Callable[[dict[str, Any]], ChatModel]  # a call's provider/model/base_url/api_key → the model to use
-_MODEL_CHOICE = ("provider", "model", "base_url", "api_key")
+ModelFor = Callable[..., ChatModel]  # a call's provider=, model=, base_url=, api_key= → the model to use
 
 
 class MaintenanceService:
@@ -71,12 +70,13 @@ class MaintenanceService:
 
     # -- Dream State ----------------------------------------------------------------------------------------
     def dream_state(self, args: DreamStateInput, client: Client) -> dict[str, Any]:
-        project = project_of({"project": args.project}, client)
+        project = project_for(args.project, client)
         self.graph.get_project(project)
         model = self.work.model
-        if any(getattr(args, name) for name in _MODEL_CHOICE):
+        if args.provider or args.model or args.base_url or args.api_key:
             # only what the operator set up (appliance.inference.selection); the run's job closes it when done
-            model = self.model_for(args.model_dump(include=set(_MODEL_CHOICE), exclude_none=True))
+            model = self.model_for(provider=args.provider, model=args.model, base_url=args.base_url,
+                                   api_key=args.api_key)
         return self.run_dream(self.params(project, args), model, wait=True)
 
     def params(self, project: str, args: DreamStateInput) -> DreamParams:
@@ -121,7 +121,7 @@ class MaintenanceService:
 
     # -- space profiles -------------------------------------------------------------------------------------
     def space_profile(self, args: SpaceProfileInput, client: Client) -> dict[str, Any]:
-        project = project_of({"project": args.project}, client)
+        project = project_for(args.project, client)
         return space_profile.profile_project(self.graph, project, args.window_days, dry_run=args.dry_run,
                                              now=self._clock())
 

@@ -19,7 +19,7 @@ from appliance.core.model import Revision
 from appliance.errors import AlreadyExists, Conflict, InvalidArgument, NotFound
 from appliance.graph import GraphStore
 from appliance.memory.client import Client
-from appliance.memory.spaces import memory_item_name, project_of, space_of, storage_space
+from appliance.memory.spaces import memory_item_name, project_for, space_of, storage_space
 from appliance.memory.writer import Draft, MemoryWriter
 from appliance.operations.patterns import (
     CheckPatternInput,
@@ -56,7 +56,7 @@ class PatternService:
     def record_experience(self, args: RecordExperienceInput, client: Client) -> dict[str, Any]:
         record = experiences.normalize_experience(args.record.model_dump(exclude_none=True))
         self._existing_sources(record["source_krefs"], "record.source_krefs")
-        project = project_of({}, client)
+        project = project_for(None, client)
         space = storage_space(project, args.space_path or EXPERIENCE_SPACE)
         return self._store_snapshot(record, project, space, record["source_krefs"])
 

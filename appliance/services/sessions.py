@@ -15,7 +15,7 @@ from appliance.core import redaction
 from appliance.errors import Conflict, NotFound
 from appliance.memory.client import Client
 from appliance.memory.sessions import remember_recalled, resolve_session
-from appliance.memory.spaces import call_project
+from appliance.memory.spaces import project_for
 from appliance.memory.working import WorkingMemory
 from appliance.operations.sessions import (
     AddResponseInput,
@@ -43,7 +43,7 @@ class SessionService:
 
     def ingest(self, args: IngestInput, client: Client) -> dict[str, Any]:
         """Buffer the user's message, then recall what long-term memory holds about it (§4.3)."""
-        project = call_project(None, client)
+        project = project_for(None, client)
         message = args.message
         skipped = redaction.skip_reason(message)
         if not skipped:
@@ -73,19 +73,19 @@ class SessionService:
         return result
 
     def add_response(self, args: AddResponseInput, client: Client) -> dict[str, Any]:
-        project = call_project(None, client)
+        project = project_for(None, client)
         added = self._append(project, args.session_id, args.user_id, args.context, "assistant", args.response,
                              "response", client)
         added.pop("message_id", None)
         return added
 
     def chat_add(self, args: ChatAddInput, client: Client) -> dict[str, Any]:
-        project = call_project(args.project, client)
+        project = project_for(args.project, client)
         return self._append(project, args.session_id, args.user_id, args.context, args.role, args.message,
                             "message", client)
 
     def chat_get(self, args: ChatGetInput, client: Client) -> dict[str, Any]:
-        project = call_project(args.project, client)
+        project = project_for(args.project, client)
         session_id, source = self._existing(project, args.session_id, args.user_id, args.context, client)
         messages = self.working.messages(project, session_id, limit=args.limit)
         return {"messages": [dataclasses.asdict(m) for m in messages], "session_id": session_id,
@@ -93,7 +93,7 @@ class SessionService:
                 "session_id_source": source}
 
     def chat_clear(self, args: ChatClearInput, client: Client) -> dict[str, Any]:
-        project = call_project(args.project, client)
+        project = project_for(args.project, client)
         session_id, source = self._existing(project, args.session_id, args.user_id, args.context, client)
         cleared = self.working.clear(project, session_id)
         return {"success": True, "cleared_count": cleared, "session_id": session_id, "session_id_source": source}

@@ -22,7 +22,7 @@ from appliance.graph import GraphStore
 from appliance.memory import records
 from appliance.memory.client import Client
 from appliance.memory.sessions import remember_recalled, resolve_session
-from appliance.memory.spaces import call_project, storage_space
+from appliance.memory.spaces import project_for, storage_space
 from appliance.memory.working import WorkingMemory
 from appliance.memory.writer import Draft, MemoryWriter, check_drafts, clip_summary
 from appliance.operations.fields import METADATA_VALUE_LENGTH
@@ -60,7 +60,7 @@ class WriteService:
         skipped = redaction.skip_reason(user_text or assistant_text or args.title or "")
         if skipped:
             return {"stored": False, "skipped": skipped}
-        project = call_project(args.project, client)
+        project = project_for(args.project, client)
         policy = self._policy(args.policy_kref) if args.policy_kref else _Policy()
         kind = policy.kind if policy.kind and "memory_item_kind" not in args.model_fields_set \
             else args.memory_item_kind
@@ -109,7 +109,7 @@ class WriteService:
     # -- reflect -------------------------------------------------------------------------------------------
     def reflect(self, args: ReflectInput, client: Client) -> dict[str, Any]:
         """Buffer the response, then store every capture in one transaction (all or none)."""
-        project = call_project(None, client)
+        project = project_for(None, client)
         captures = args.captures or []
         sources = _krefs(args.source_krefs, "source_krefs")
         prefix = args.idempotency_prefix
@@ -175,7 +175,7 @@ class WriteService:
         execution_log = "\n".join([f"# Tool Execution: {task}", "", f"- status: {status}", f"- exit code: {exit_code}",
                                    f"- duration: {args.duration_ms} ms", "", "## stdout", "```", stdout, "```",
                                    "", "## stderr", "```", stderr, "```"])
-        project = call_project(None, client)
+        project = project_for(None, client)
         draft = Draft(project=project, space=storage_space(project, None, args.space_hint),
                       kind="conversation", memory_type=memory_type,
                       title=(f"Failed: {task[:60]}" if failed else f"Successfully executed: {task[:60]}"),

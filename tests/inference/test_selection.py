@@ -22,21 +22,21 @@ DEFAULT = ScriptedModel(model_id="configured")
 
 def test_no_selection_or_the_configured_name_is_the_configured_model() -> None:
     settings = load_settings()
-    assert model_for_call(settings, DEFAULT, {}) is DEFAULT
-    assert model_for_call(settings, DEFAULT, {"provider": "local", "model": "configured"}) is DEFAULT
+    assert model_for_call(settings, DEFAULT) is DEFAULT
+    assert model_for_call(settings, DEFAULT, **{"provider": "local", "model": "configured"}) is DEFAULT
 
 
 def test_a_manifest_model_is_chosen_by_name_once_installed(tmp_path: Path) -> None:
     settings = load_settings(data_dir=tmp_path, inference={"context_tokens": 2048, "idle_unload_seconds": 7})
     name, entry = next(iter(chat_models().items()))
     with pytest.raises(InvalidArgument, match="not installed") as caught:
-        model_for_call(settings, DEFAULT, {"model": name})
+        model_for_call(settings, DEFAULT, **{"model": name})
     assert caught.value.field == "model"
     placed = models_dir(settings) / entry["file"]
     placed.parent.mkdir(parents=True)
     with placed.open("wb") as handle:  # sparse: installed_path checks the size; the sha256 is checked at load
         handle.truncate(entry["size"])
-    chosen = model_for_call(settings, DEFAULT, {"provider": "local", "model": name})
+    chosen = model_for_call(settings, DEFAULT, **{"provider": "local", "model": name})
     assert isinstance(chosen, LlamaModel) and chosen.model_id == name and chosen.path == placed
     # made by the one factory, with the configured options
     assert (chosen.context_tokens, chosen.idle_unload_seconds) == (2048, 7)
@@ -50,7 +50,7 @@ def test_a_path_is_refused_alike_whether_or_not_it_exists(tiny_gguf: Path, tmp_p
     messages = set()
     for path in (tiny_gguf, tmp_path / "missing.gguf", other, "/etc/passwd", "~/model.gguf"):
         with pytest.raises(InvalidArgument) as caught:
-            model_for_call(load_settings(), DEFAULT, {"model": str(path)})
+            model_for_call(load_settings(), DEFAULT, **{"model": str(path)})
         assert caught.value.field == "model"
         messages.add(caught.value.message)
     assert len(messages) == 1 and str(tiny_gguf) not in messages.pop()
@@ -66,7 +66,7 @@ def test_a_path_is_refused_alike_whether_or_not_it_exists(tiny_gguf: Path, tmp_p
 ])
 def test_what_cannot_be_selected_names_its_field(args: dict[str, str], field: str) -> None:
     with pytest.raises(InvalidArgument) as caught:
-        model_for_call(load_settings(), DEFAULT, args)
+        model_for_call(load_settings(), DEFAULT, **args)
     assert caught.value.field == field
     assert "sk-never" not in caught.value.message
 
@@ -78,7 +78,7 @@ def test_only_the_configured_endpoint_may_be_named() -> None:
     settings = load_settings(inference=CONFIGURED)
     for args in ({"provider": "openai"}, {"base_url": "HTTP://127.0.0.1:8080/v1/"}, {"provider": "ollama",
                                                                                      "model": "qwen"}):
-        chosen = model_for_call(settings, DEFAULT, args)
+        chosen = model_for_call(settings, DEFAULT, **args)
         assert isinstance(chosen, EndpointModel) and chosen.model_id == "endpoint:qwen@127.0.0.1"
         chosen.close()
     refused = [{"base_url": "http://127.0.0.1:8081/v1"}, {"base_url": "http://localhost:8080/v1"},
@@ -86,15 +86,15 @@ def test_only_the_configured_endpoint_may_be_named() -> None:
                {"provider": "openai", "api_key": "sk-never-shown-123"}]
     for args in refused:
         with pytest.raises(InvalidArgument):
-            model_for_call(settings, DEFAULT, args)
+            model_for_call(settings, DEFAULT, **args)
     endpoint = load_settings(inference={**CONFIGURED, "chat_model": "endpoint"})
-    assert model_for_call(endpoint, DEFAULT, {"provider": "openai"}) is DEFAULT
+    assert model_for_call(endpoint, DEFAULT, **{"provider": "openai"}) is DEFAULT
 
 
 def test_a_call_cannot_reach_a_configured_endpoint_beyond_loopback_unless_allowed() -> None:
     settings = load_settings(inference={"endpoint_url": "http://10.0.0.7:8080/v1", "endpoint_model": "qwen"})
     with pytest.raises(ConfigError, match=r"inference\.endpoint_url: .*allow_remote_endpoints"):
-        model_for_call(settings, DEFAULT, {"provider": "openai"})
+        model_for_call(settings, DEFAULT, **{"provider": "openai"})
 
 
 def test_the_configured_endpoint_model(tmp_path: Path) -> None:
