@@ -52,23 +52,30 @@ def locate(repo_path: str, roots: list[str]) -> Repo:
         return Repo(name, None, "no repository is readable: [maintenance] code_repo_roots is empty")
     bases = [Path(r).expanduser().resolve() for r in roots]
     candidate = (given if given.is_absolute() else bases[0] / given).resolve()
-    if not any(candidate == base or candidate.is_relative_to(base) for base in bases):
+    base = next((b for b in bases if candidate == b or candidate.is_relative_to(b)), None)
+    if base is None:
         return Repo(name, None, "repo_path is not under [maintenance] code_repo_roots")
-    top = git(candidate, "rev-parse", "--show-toplevel")
+    # git walks up from the candidate; the ceiling stops it at the root, so a root that is a plain directory
+    # inside another repository (a home directory kept in git) does not open that repository
+    top = git(candidate, "rev-parse", "--show-toplevel", ceiling=base.parent)
     if top is None:
         return Repo(name, None, "repo_path is not a git work tree the appliance can read")
-    root = Path(top.strip())
+    root = Path(top.strip()).resolve()
+    if not (root == base or root.is_relative_to(base)):  # and whatever git says, never read outside the roots
+        return Repo(name, None, "repo_path lies in a git repository that is not under [maintenance] code_repo_roots")
     return Repo(slug(root.name, 64), root)
 
 
-def git(where: Path, *args: str) -> str | None:
-    """A read-only git command's output, or None when git fails (no repository, no git, a bad ref)."""
+def git(where: Path, *args: str, ceiling: Path | None = None) -> str | None:
+    """A read-only git command's output, or None when git fails (no repository, no git, a bad ref).
+    git looks for the repository no higher than ``where`` itself, or than ``ceiling`` when given."""
     command = ["git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "--no-pager", "-C",
                str(where), *args]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=GIT_SECONDS, check=False,
                               env={"GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0", "PATH": "/usr/bin:/bin",
-                                   "HOME": "/nonexistent", "LC_ALL": "C"})
+                                   "HOME": "/nonexistent", "LC_ALL": "C",
+                                   "GIT_CEILING_DIRECTORIES": str(ceiling or where.parent)})
     except (OSError, subprocess.TimeoutExpired):
         return None
     return done.stdout if done.returncode == 0 else None

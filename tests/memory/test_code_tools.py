@@ -182,3 +182,27 @@ def test_without_a_model_mining_is_skipped_and_capture_still_works(tmp_path: Pat
         assert skipped["success"] is False and "no local model" in skipped["skipped"]
         assert mcp(app, "kumiho_code_capture", decisions=[{"title": "t", "decision": "d"}],
                    repo_path="shop")["commit_resolved"] is True
+
+
+def test_a_root_inside_another_repository_does_not_open_that_repository(tmp_path: Path, repo: Path, miner: Miner,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The allowed root is a plain directory inside a git repository (a home directory kept in git): git must
+    not walk up into the outer repository, so nothing of its history is read."""
+    outer = tmp_path / "home"
+    inner = outer / "projects"
+    inner.mkdir(parents=True)
+    git(outer, "init", "-q", "-b", "main")
+    (outer / "secret.txt").write_text("dotfiles")
+    git(outer, "add", ".")
+    git(outer, "commit", "-q", "-m", "Use SQLite for the cart\n\nA private commit of the outer repository.")
+    monkeypatch.setenv("KUMIHO_MEMORY_DECISIONS", "1")
+    with serve_in_process(tmp_path / "data", ScriptedModel([miner] * 10),
+                          maintenance={"code_repo_roots": [str(inner)]}) as app:
+        for repo_path in (str(inner), "."):
+            refused = mcp(app, "kumiho_code_ingest", repo_path=repo_path)
+            assert refused["error"]["code"] == "invalid_argument" and refused["error"]["field"] == "repo_path"
+            assert "code_repo_roots" in refused["error"]["message"]
+        captured = mcp(app, "kumiho_code_capture", repo_path=str(inner), commit_ref="HEAD",
+                       decisions=[{"title": "t", "decision": "d"}])
+        assert captured["commit"] == "HEAD" and captured["commit_resolved"] is False
+    assert miner.calls == []  # the outer repository's commits never reached the model
