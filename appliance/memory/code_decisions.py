@@ -158,7 +158,7 @@ class Decision:
 def store(graph: GraphStore, project: str, repo: Repo, commit: str, resolved: bool,
           decisions: list[Decision]) -> list[dict[str, Any]]:
     """Each decision as a revision of its ``decision`` item (the same title and decision again is a new
-    revision of the same item), all in one transaction."""
+    revision of the same item), all in one transaction (the caller's, when it runs inside ``graph.atomic``)."""
     target = decisions_project(project)
 
     def write() -> list[dict[str, Any]]:

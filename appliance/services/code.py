@@ -3,6 +3,7 @@ code (keyless), and mine them from git history or a session's transcript with th
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from appliance.core.ports import answer_budget
@@ -91,11 +92,10 @@ class CodeService:
                                                    f"{number * COMMITS_PER_CALL + len(batch)} of {len(fresh)}")
                 material = "\n\n".join(f"{i}. commit {c.id[:12]} ({c.date[:10]}): {c.subject}\n{c.body}".strip()
                                        for i, c in enumerate(batch, 1))
-                for index, decision in self._extract("Commits", material, len(batch), job):
-                    commit = batch[index - 1]
-                    stored += code.store(self.graph, project, repo, commit.id, True, [decision])
-                mined = [c.id for c in batch]
-                self.graph.atomic(lambda: code.remember_mined(self.graph, project, repo, mined))  # noqa: B023
+                found = self._extract("Commits", material, len(batch), job)
+                # a batch's decisions and the mark that its commits are mined commit together: after a failure
+                # or a crash, the next ingest mines the batch again without storing any of it twice
+                stored += self.graph.atomic(partial(self._store_batch, project, repo, batch, found))
             job.progress(len(batches), len(batches))
             return {"decisions": stored}
 
@@ -139,6 +139,16 @@ class CodeService:
                 "ingest_first": "skipped: run kumiho_code_ingest for the history" if args.ingest_first else "no"}
 
     # -- helpers ----------------------------------------------------------------------------------------
+    def _store_batch(self, project: str, repo: code.Repo, batch: list[code.Commit],
+                     found: list[tuple[int, code.Decision]]) -> list[dict[str, Any]]:
+        """One batch of commits' decisions, each anchored to its commit, and the batch marked as mined (inside
+        the caller's transaction)."""
+        stored = []
+        for index, decision in found:
+            stored += code.store(self.graph, project, repo, batch[index - 1].id, True, [decision])
+        code.remember_mined(self.graph, project, repo, [c.id for c in batch])
+        return stored
+
     def _readable(self, repo_path: str) -> code.Repo:
         repo = code.locate(repo_path, self.repo_roots)
         if repo.root is None:

@@ -164,6 +164,19 @@ def test_ingest_mines_new_commits_once_with_the_model(app: InProcess, repo: Path
     assert mcp(app, "kumiho_code_ingest", repo_path="shop", max_commits=501)["error"]["field"] == "max_commits"
 
 
+def test_an_ingest_batch_is_one_transaction(app: InProcess, miner: Miner) -> None:
+    """A batch's decisions and the mark that its commits are mined commit together, so a failure or a crash
+    part-way can never leave decisions whose commits the next ingest would mine (and store) again."""
+    app.services.index_worker.stop()  # its own commits (rows marked indexed) would be counted too
+    commits: list[int] = []
+    app.services.graph.subscribe(lambda: commits.append(1))
+    mined = mcp(app, "kumiho_code_ingest", repo_path="shop", max_commits=10)
+    assert mined["commits_scanned"] == 3 and mined["decisions_stored"] == 2 and len(miner.calls) == 1
+    assert len(commits) == 1  # one batch (up to five commits): one graph transaction
+    again = mcp(app, "kumiho_code_ingest", repo_path="shop")
+    assert again["decisions_stored"] == 0 and again["commits_skipped"] == 3 and len(commits) == 1
+
+
 def test_mine_session_reads_the_buffered_session(app: InProcess, miner: Miner) -> None:
     mcp(app, "kumiho_memory_ingest", user_id="dev", session_id="s-code", message="For the transport we chose gRPC")
     mcp(app, "kumiho_memory_add_response", session_id="s-code", response="Noted: we chose gRPC for streaming")
