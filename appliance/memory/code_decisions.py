@@ -9,6 +9,7 @@ through ``repo_path``. Without a readable repository a commit is stored as given
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import subprocess
@@ -25,7 +26,7 @@ KIND = "decision"
 GIT_SECONDS = 20.0
 MAX_DECISIONS = 1000  # decisions one recall looks at
 CURSOR = "_code_ingest.cursor"
-MAX_MINED = 5000  # commit ids the cursor remembers
+MAX_MINED = 5000  # commit ids (and mined-session digests) the cursor remembers
 COMMIT_BODY = 2000  # characters of a commit message the model reads
 _REF = re.compile(r"[A-Za-z0-9._/@{}~^:+-]{1,256}")
 _RANGE = re.compile(r"[A-Za-z0-9._/@{}~^:+-]{1,256}(\.\.\.?[A-Za-z0-9._/@{}~^:+-]{0,256})?")
@@ -124,22 +125,45 @@ def log(repo: Repo, rev_range: str, limit: int) -> list[Commit]:
 
 def mined_commits(graph: GraphStore, project: str, repo: Repo) -> list[str]:
     """The commits mined already (kept on the repository's ``_code_ingest.cursor`` item, newest last)."""
-    try:
-        item = graph.get_item(f"kref://{decisions_project(project)}/{repo.name}/{CURSOR}")
-    except (NotFound, InvalidArgument):
-        return []
-    return _json_list(item.metadata.get("mined"))
+    return _cursor(graph, project, repo).get("mined", [])
 
 
 def remember_mined(graph: GraphStore, project: str, repo: Repo, commits: list[str]) -> None:
     """Add ``commits`` to the mined ones (inside the caller's transaction), keeping the last ``MAX_MINED``."""
-    known = mined_commits(graph, project, repo)
-    merged = [c for c in dict.fromkeys([*known, *commits])][-MAX_MINED:]
+    _remember(graph, project, repo, "mined", commits)
+
+
+def session_digest(source: str, transcript: str) -> str:
+    """What marks a session's transcript as mined: the same source with the same text is the same work."""
+    return hashlib.sha256(f"{source}\0{transcript}".encode()).hexdigest()[:32]
+
+
+def mined_sessions(graph: GraphStore, project: str, repo: Repo) -> list[str]:
+    """The digests of the session transcripts mined already for this repository (newest last)."""
+    return _cursor(graph, project, repo).get("sessions", [])
+
+
+def remember_session(graph: GraphStore, project: str, repo: Repo, digest: str) -> None:
+    """Mark a transcript as mined (inside the caller's transaction), keeping the last ``MAX_MINED``."""
+    _remember(graph, project, repo, "sessions", [digest])
+
+
+def _cursor(graph: GraphStore, project: str, repo: Repo) -> dict[str, list[str]]:
+    try:
+        item = graph.get_item(f"kref://{decisions_project(project)}/{repo.name}/{CURSOR}")
+    except (NotFound, InvalidArgument):
+        return {}
+    return {key: _json_list(item.metadata.get(key)) for key in ("mined", "sessions")}
+
+
+def _remember(graph: GraphStore, project: str, repo: Repo, key: str, values: list[str]) -> None:
+    known = _cursor(graph, project, repo).get(key, [])
+    merged = [c for c in dict.fromkeys([*known, *values])][-MAX_MINED:]
     graph.ensure_project(decisions_project(project))
     space = graph.ensure_space(f"/{decisions_project(project)}/{repo.name}").path
     name, kind = CURSOR.split(".")
     item = graph.create_item(space, name, kind)
-    graph.update_item_metadata(item.kref, {"mined": json.dumps(merged)})
+    graph.update_item_metadata(item.kref, {key: json.dumps(merged)})
 
 
 @dataclass(frozen=True)
