@@ -341,7 +341,9 @@ GROUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
      "counts what went). It is refused with `conflict` when the project changed since the snapshot "
      "(field `impact_snapshot_hash`: take a new one) or while blockers remain (field `project_name`: "
      "delete those edges or memberships first). Nothing is kept between the two calls: the hash is "
-     "checked against the project as it is at the second call."),
+     "checked against the project as it is at the second call. `confirmed` or a snapshot without `force`, "
+     "`confirmed` without both the id and the hash, or the id and hash without `confirmed` are refused with "
+     "`invalid_argument` naming the field, and nothing is archived or deleted."),
     ("Graph maintenance", ("kumiho_resolve_kref", "kumiho_get_revision_by_tag", "kumiho_deprecate_item"),
      "* krefs: `kref://<project>/<space…>/<item>.<kind>?r=<n>&a=<artifact>`, or the short form without a "
      "kind (`kref://Revka/AgentPool/transport?r=4`). An ambiguous short kref is an `ambiguous_kref` "
