@@ -58,6 +58,30 @@ def check_snapshot(snapshot_id: str, snapshot_hash: str) -> None:
                               "returned (64 hexadecimal digits)", field="impact_snapshot_hash")
 
 
+def confirmed_snapshot(force: bool, confirmed: bool, snapshot_id: str | None,
+                       snapshot_hash: str | None) -> tuple[str, str] | None:
+    """The (id, hash) a delete call confirms, or None when it archives (no force) or asks for the snapshot
+    (force alone). Every other combination of the fields is refused, rather than quietly taken as an archive
+    or as a request for a fresh snapshot."""
+    if not force:
+        stray = "confirmed" if confirmed else "impact_snapshot_id" if snapshot_id else \
+            "impact_snapshot_hash" if snapshot_hash else None
+        if stray:
+            raise InvalidArgument(f"{stray}: {stray} needs force=true (without force the project is archived, "
+                                  "which needs no confirmation); pass force=true to delete it for good, or leave "
+                                  f"{stray} out to archive it", field=stray)
+    elif confirmed and not (snapshot_id and snapshot_hash):
+        missing = "impact_snapshot_hash" if not snapshot_hash else "impact_snapshot_id"
+        raise InvalidArgument(f"{missing}: confirmed=true needs the impact_snapshot_id and impact_snapshot_hash "
+                              "that a first force=true call (without confirmed) returned; make that call first",
+                              field=missing)
+    elif not confirmed and (snapshot_id or snapshot_hash):
+        raise InvalidArgument("confirmed: pass confirmed=true with the impact snapshot to delete the project, or "
+                              "leave impact_snapshot_id and impact_snapshot_hash out to get a fresh snapshot",
+                              field="confirmed")
+    return (snapshot_id, snapshot_hash) if force and snapshot_id and snapshot_hash else None
+
+
 def impact(snapshot_id: str, project_id: str, project_name: str, descendants: Iterable[str],
            blockers: Iterable[str], counts: dict[str, int]) -> DeletionImpact:
     """The snapshot of a project as it is now, under ``snapshot_id``; ``descendants`` and ``blockers`` in a

@@ -294,7 +294,10 @@ GROUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
      "history of HEAD; merges left out) with `git log` and has the local model list the decisions they "
      "state; commits mined before are skipped unless `force`. `kumiho_code_mine_session` does the same "
      "with a session's buffered messages (`session_id`) or a consolidated conversation's summary "
-     "(`conversation_kref`), anchored to HEAD; it does not mine the history first (`ingest_first` says so). "
+     "(`conversation_kref`), anchored to HEAD. With `ingest_first` (the default) it first mines the "
+     "repository's history not mined yet, as `kumiho_code_ingest` with its defaults would, and answers what "
+     "that did under `ingest_first` (or why it was skipped: no readable repository under the configured roots, "
+     "no commit yet). A transcript mined before, unchanged since, is not mined again unless `force`. "
      "Without a model both answer `skipped`."),
     ("Projects, spaces and items", ("kumiho_list_projects", "kumiho_get_project", "kumiho_create_project",
                                     "kumiho_delete_project", "kumiho_get_spaces", "kumiho_get_space",
@@ -338,7 +341,9 @@ GROUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
      "counts what went). It is refused with `conflict` when the project changed since the snapshot "
      "(field `impact_snapshot_hash`: take a new one) or while blockers remain (field `project_name`: "
      "delete those edges or memberships first). Nothing is kept between the two calls: the hash is "
-     "checked against the project as it is at the second call."),
+     "checked against the project as it is at the second call. `confirmed` or a snapshot without `force`, "
+     "`confirmed` without both the id and the hash, or the id and hash without `confirmed` are refused with "
+     "`invalid_argument` naming the field, and nothing is archived or deleted."),
     ("Graph maintenance", ("kumiho_resolve_kref", "kumiho_get_revision_by_tag", "kumiho_deprecate_item"),
      "* krefs: `kref://<project>/<space…>/<item>.<kind>?r=<n>&a=<artifact>`, or the short form without a "
      "kind (`kref://Revka/AgentPool/transport?r=4`). An ambiguous short kref is an `ambiguous_kref` "

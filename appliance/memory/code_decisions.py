@@ -9,6 +9,7 @@ through ``repo_path``. Without a readable repository a commit is stored as given
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import subprocess
@@ -25,7 +26,7 @@ KIND = "decision"
 GIT_SECONDS = 20.0
 MAX_DECISIONS = 1000  # decisions one recall looks at
 CURSOR = "_code_ingest.cursor"
-MAX_MINED = 5000  # commit ids the cursor remembers
+MAX_MINED = 5000  # commit ids (and mined-session digests) the cursor remembers
 COMMIT_BODY = 2000  # characters of a commit message the model reads
 _REF = re.compile(r"[A-Za-z0-9._/@{}~^:+-]{1,256}")
 _RANGE = re.compile(r"[A-Za-z0-9._/@{}~^:+-]{1,256}(\.\.\.?[A-Za-z0-9._/@{}~^:+-]{0,256})?")
@@ -52,23 +53,30 @@ def locate(repo_path: str, roots: list[str]) -> Repo:
         return Repo(name, None, "no repository is readable: [maintenance] code_repo_roots is empty")
     bases = [Path(r).expanduser().resolve() for r in roots]
     candidate = (given if given.is_absolute() else bases[0] / given).resolve()
-    if not any(candidate == base or candidate.is_relative_to(base) for base in bases):
+    base = next((b for b in bases if candidate == b or candidate.is_relative_to(b)), None)
+    if base is None:
         return Repo(name, None, "repo_path is not under [maintenance] code_repo_roots")
-    top = git(candidate, "rev-parse", "--show-toplevel")
+    # git walks up from the candidate; the ceiling stops it at the root, so a root that is a plain directory
+    # inside another repository (a home directory kept in git) does not open that repository
+    top = git(candidate, "rev-parse", "--show-toplevel", ceiling=base.parent)
     if top is None:
         return Repo(name, None, "repo_path is not a git work tree the appliance can read")
-    root = Path(top.strip())
+    root = Path(top.strip()).resolve()
+    if not (root == base or root.is_relative_to(base)):  # and whatever git says, never read outside the roots
+        return Repo(name, None, "repo_path lies in a git repository that is not under [maintenance] code_repo_roots")
     return Repo(slug(root.name, 64), root)
 
 
-def git(where: Path, *args: str) -> str | None:
-    """A read-only git command's output, or None when git fails (no repository, no git, a bad ref)."""
+def git(where: Path, *args: str, ceiling: Path | None = None) -> str | None:
+    """A read-only git command's output, or None when git fails (no repository, no git, a bad ref).
+    git looks for the repository no higher than ``where`` itself, or than ``ceiling`` when given."""
     command = ["git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "--no-pager", "-C",
                str(where), *args]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=GIT_SECONDS, check=False,
                               env={"GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0", "PATH": "/usr/bin:/bin",
-                                   "HOME": "/nonexistent", "LC_ALL": "C"})
+                                   "HOME": "/nonexistent", "LC_ALL": "C",
+                                   "GIT_CEILING_DIRECTORIES": str(ceiling or where.parent)})
     except (OSError, subprocess.TimeoutExpired):
         return None
     return done.stdout if done.returncode == 0 else None
@@ -117,22 +125,45 @@ def log(repo: Repo, rev_range: str, limit: int) -> list[Commit]:
 
 def mined_commits(graph: GraphStore, project: str, repo: Repo) -> list[str]:
     """The commits mined already (kept on the repository's ``_code_ingest.cursor`` item, newest last)."""
-    try:
-        item = graph.get_item(f"kref://{decisions_project(project)}/{repo.name}/{CURSOR}")
-    except (NotFound, InvalidArgument):
-        return []
-    return _json_list(item.metadata.get("mined"))
+    return _cursor(graph, project, repo).get("mined", [])
 
 
 def remember_mined(graph: GraphStore, project: str, repo: Repo, commits: list[str]) -> None:
     """Add ``commits`` to the mined ones (inside the caller's transaction), keeping the last ``MAX_MINED``."""
-    known = mined_commits(graph, project, repo)
-    merged = [c for c in dict.fromkeys([*known, *commits])][-MAX_MINED:]
+    _remember(graph, project, repo, "mined", commits)
+
+
+def session_digest(source: str, transcript: str) -> str:
+    """What marks a session's transcript as mined: the same source with the same text is the same work."""
+    return hashlib.sha256(f"{source}\0{transcript}".encode()).hexdigest()[:32]
+
+
+def mined_sessions(graph: GraphStore, project: str, repo: Repo) -> list[str]:
+    """The digests of the session transcripts mined already for this repository (newest last)."""
+    return _cursor(graph, project, repo).get("sessions", [])
+
+
+def remember_session(graph: GraphStore, project: str, repo: Repo, digest: str) -> None:
+    """Mark a transcript as mined (inside the caller's transaction), keeping the last ``MAX_MINED``."""
+    _remember(graph, project, repo, "sessions", [digest])
+
+
+def _cursor(graph: GraphStore, project: str, repo: Repo) -> dict[str, list[str]]:
+    try:
+        item = graph.get_item(f"kref://{decisions_project(project)}/{repo.name}/{CURSOR}")
+    except (NotFound, InvalidArgument):
+        return {}
+    return {key: _json_list(item.metadata.get(key)) for key in ("mined", "sessions")}
+
+
+def _remember(graph: GraphStore, project: str, repo: Repo, key: str, values: list[str]) -> None:
+    known = _cursor(graph, project, repo).get(key, [])
+    merged = [c for c in dict.fromkeys([*known, *values])][-MAX_MINED:]
     graph.ensure_project(decisions_project(project))
     space = graph.ensure_space(f"/{decisions_project(project)}/{repo.name}").path
     name, kind = CURSOR.split(".")
     item = graph.create_item(space, name, kind)
-    graph.update_item_metadata(item.kref, {"mined": json.dumps(merged)})
+    graph.update_item_metadata(item.kref, {key: json.dumps(merged)})
 
 
 @dataclass(frozen=True)
@@ -151,7 +182,7 @@ class Decision:
 def store(graph: GraphStore, project: str, repo: Repo, commit: str, resolved: bool,
           decisions: list[Decision]) -> list[dict[str, Any]]:
     """Each decision as a revision of its ``decision`` item (the same title and decision again is a new
-    revision of the same item), all in one transaction."""
+    revision of the same item), all in one transaction (the caller's, when it runs inside ``graph.atomic``)."""
     target = decisions_project(project)
 
     def write() -> list[dict[str, Any]]:

@@ -3,6 +3,7 @@ code (keyless), and mine them from git history or a session's transcript with th
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from appliance.core.ports import answer_budget
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 
 COMMITS_PER_CALL = 5
 MAX_TRANSCRIPT = 12_000  # characters of a session the model reads
+INGEST_FIRST_COMMITS = 50  # commits of HEAD's history mine_session's ingest_first looks at (ingest's default)
 
 
 def decisions_schema(sources: int) -> dict[str, Any]:
@@ -79,8 +81,13 @@ class CodeService:
         if unready:
             return {"success": False, "commits_scanned": 0, "decisions_stored": 0,
                     "skipped": f"{unready}: mining commits needs the local model"}
-        commits = code.log(repo, rev_range, args.max_commits)
-        done = set() if args.force else set(code.mined_commits(self.graph, project, repo))
+        return self._ingest(project, repo, rev_range, args.max_commits, args.force)
+
+    def _ingest(self, project: str, repo: code.Repo, rev_range: str, max_commits: int,
+                force: bool) -> dict[str, Any]:
+        """Mine the commits of ``rev_range`` (HEAD's history when empty) not mined yet (all with ``force``)."""
+        commits = code.log(repo, rev_range, max_commits)
+        done = set() if force else set(code.mined_commits(self.graph, project, repo))
         fresh = [c for c in commits if c.id not in done]
 
         def mine(job: Job) -> dict[str, Any]:
@@ -91,11 +98,10 @@ class CodeService:
                                                    f"{number * COMMITS_PER_CALL + len(batch)} of {len(fresh)}")
                 material = "\n\n".join(f"{i}. commit {c.id[:12]} ({c.date[:10]}): {c.subject}\n{c.body}".strip()
                                        for i, c in enumerate(batch, 1))
-                for index, decision in self._extract("Commits", material, len(batch), job):
-                    commit = batch[index - 1]
-                    stored += code.store(self.graph, project, repo, commit.id, True, [decision])
-                mined = [c.id for c in batch]
-                self.graph.atomic(lambda: code.remember_mined(self.graph, project, repo, mined))  # noqa: B023
+                found = self._extract("Commits", material, len(batch), job)
+                # a batch's decisions and the mark that its commits are mined commit together: after a failure
+                # or a crash, the next ingest mines the batch again without storing any of it twice
+                stored += self.graph.atomic(partial(self._store_batch, project, repo, batch, found))
             job.progress(len(batches), len(batches))
             return {"decisions": stored}
 
@@ -119,26 +125,56 @@ class CodeService:
         if unready:
             return {"success": False, "decisions_stored": 0,
                     "skipped": f"{unready}: mining a session needs the local model"}
-        commit, resolved = code.resolve_commit(repo, "HEAD")
         messages = transcript[-MAX_TRANSCRIPT:]
+        digest = code.session_digest(args.conversation_kref or f"session:{args.session_id}", messages)
+        if not args.force and digest in code.mined_sessions(self.graph, project, repo):
+            return {"success": True, "repo": repo.name, "project": code.decisions_project(project),
+                    "decisions_stored": 0, "decisions": [], "characters_read": 0,
+                    "skipped": "this session was mined already and has not changed since; force=true mines it again"}
+        history = self._history_first(project, repo) if args.ingest_first else "no"
+        commit, resolved = code.resolve_commit(repo, "HEAD")
 
         def mine(job: Job) -> dict[str, Any]:
-            found = self._extract("Session transcript (message 1)", messages, 1, job)
-            decisions = [d for _, d in found]
-            return {"decisions": code.store(self.graph, project, repo, commit, resolved, decisions) if decisions
-                    else []}
+            found = [d for _, d in self._extract("Session transcript (message 1)", messages, 1, job)]
+
+            def write() -> list[dict[str, Any]]:  # the decisions and the mark that this transcript is mined
+                stored = code.store(self.graph, project, repo, commit, resolved, found) if found else []
+                code.remember_session(self.graph, project, repo, digest)
+                return stored
+
+            return {"decisions": self.graph.atomic(write)}
 
         job = self.work.queue().submit("code_mine_session", mine, lane="interactive",
                                        description="mine a session for code decisions")
         result = self.work.wait_for(job)
         if "decisions" not in result:
-            return {"success": True, **result}
+            return {"success": True, "ingest_first": history, **result}
         return {"success": True, "repo": repo.name, "project": code.decisions_project(project), "commit": commit,
                 "commit_resolved": resolved, "decisions_stored": len(result["decisions"]),
                 "decisions": result["decisions"], "characters_read": len(messages), "job_id": job.id,
-                "ingest_first": "skipped: run kumiho_code_ingest for the history" if args.ingest_first else "no"}
+                "ingest_first": history}
+
+    def _history_first(self, project: str, repo: code.Repo) -> dict[str, Any] | str:
+        """mine_session's ``ingest_first``: HEAD's history not mined yet, as kumiho_code_ingest with its defaults
+        would mine it; what it did, or why it could not."""
+        if repo.root is None:
+            return f"skipped: {repo.note}"
+        if not code.resolve_commit(repo, "HEAD")[1]:
+            return "skipped: the repository has no commit yet"
+        done = self._ingest(project, repo, "", INGEST_FIRST_COMMITS, False)
+        return {k: v for k, v in done.items() if k not in ("success", "repo", "project", "decisions")}
 
     # -- helpers ----------------------------------------------------------------------------------------
+    def _store_batch(self, project: str, repo: code.Repo, batch: list[code.Commit],
+                     found: list[tuple[int, code.Decision]]) -> list[dict[str, Any]]:
+        """One batch of commits' decisions, each anchored to its commit, and the batch marked as mined (inside
+        the caller's transaction)."""
+        stored = []
+        for index, decision in found:
+            stored += code.store(self.graph, project, repo, batch[index - 1].id, True, [decision])
+        code.remember_mined(self.graph, project, repo, [c.id for c in batch])
+        return stored
+
     def _readable(self, repo_path: str) -> code.Repo:
         repo = code.locate(repo_path, self.repo_roots)
         if repo.root is None:

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from appliance.core import kref as krefs
-from appliance.core.deletion import DeletionImpact
+from appliance.core.deletion import DeletionImpact, confirmed_snapshot
 from appliance.core.model import Space
 from appliance.errors import AlreadyExists, InvalidArgument, KumihoError
 from appliance.graph import GraphStore
@@ -66,13 +66,14 @@ class StructureService:
 
     def delete_project(self, args: ops.DeleteProjectInput, client: Client) -> dict[str, Any]:
         name = args.project_name
+        snapshot = confirmed_snapshot(args.force, args.confirmed, args.impact_snapshot_id, args.impact_snapshot_hash)
         with _fields(project="project_name"):
             if not args.force:
                 self.graph.delete_project(name)
                 return {"deleted": True, "archived": True, "project_name": name, "force": False}
-            if not (args.confirmed and args.impact_snapshot_id and args.impact_snapshot_hash):
+            if snapshot is None:
                 return _confirmation(self.graph.deletion_impact(name))
-            gone = self.graph.hard_delete_project(name, args.impact_snapshot_id, args.impact_snapshot_hash)
+            gone = self.graph.hard_delete_project(name, *snapshot)
         return {"deleted": True, "project_name": name, "force": True, "impact_snapshot_id": gone.snapshot_id,
                 "removed": gone.counts}
 

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+import zlib
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 from appliance.core import kref as krefs
@@ -36,6 +39,7 @@ CAPTURE_TYPES = ("decision", "preference", "fact", "correction", "architecture",
 MAX_METADATA_VALUE = METADATA_VALUE_LENGTH  # characters of one caller metadata value, JSON-encoded
 IDEMPOTENCY_KEY = "idempotency_key"  # revision metadata of a capture / working-memory message metadata
 _EVENT_DATE = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
+_PREFIX_LOCKS = 64  # reflects with different prefixes rarely share one of these; a fixed number bounds the memory
 
 QueueEdgeDiscovery = Callable[[list[str]], dict[str, Any]]  # revision krefs → what reflect's answer says
 
@@ -45,6 +49,10 @@ class WriteService:
                  queue_edge_discovery: QueueEdgeDiscovery) -> None:
         self.graph, self.writer, self.working = graph, writer, working
         self.queue_edge_discovery = queue_edge_discovery  # D12: reflect does not wait for it
+        # A retry of a reflect can overlap the first call (the client timed out while it was still writing): the
+        # lookup of earlier keys and the writes must not interleave, or both calls write everything. Every write
+        # goes through this one process, so a lock per (project, prefix) — striped — serializes them.
+        self._prefix_locks = tuple(threading.Lock() for _ in range(_PREFIX_LOCKS))
 
     def handlers(self) -> dict[str, Handler]:
         return {"kumiho_memory_store": self.store, "kumiho_memory_reflect": self.reflect,
@@ -127,37 +135,42 @@ class WriteService:
         buffer = bool(response.strip()) and not redaction.skip_reason(response)
         if buffer:
             self.working.check_content(response, "response")
-        earlier = self.graph.revisions_with_metadata(project, IDEMPOTENCY_KEY, keys) if keys else {}
-        fresh = [i for i in range(len(drafts)) if not keys or keys[i] not in earlier]
-        plans = [self.writer.plan(drafts[i]) for i in fresh]  # a `revises` that does not exist fails here
-        # only now, with nothing left to refuse, may the call touch the working memory
-        session_id, source = resolve_session(self.working, session_id=args.session_id, user_id=args.user_id,
-                                             context=args.context, host_session_id=client.host_session_id,
-                                             project=project)
-        buffered = created = False
-        if buffer and not (prefix and self.working.find_message(project, session_id, IDEMPOTENCY_KEY, prefix)):
-            appended = self.working.append(project, session_id, "assistant", response,
-                                           {IDEMPOTENCY_KEY: prefix} if prefix else None)
-            buffered, created = True, appended.created_bucket
-        elif buffer:
-            buffered = True  # by the first call with this prefix
-        written = iter(self.writer.write(plans) if plans else [])
-        results = [next(written) if i in fresh else _replayed(earlier[keys[i]]) for i in range(len(drafts))]
-        result: dict[str, Any] = {
-            "buffered": buffered, "captures_stored": len(results), "edges_discovered": 0,
-            "stored_krefs": [r["revision_kref"] for r in results], "created_bucket": created,
-            "capture_results": results, "session_id": session_id, "session_id_source": source,
-        }
-        if prefix:
-            result["replayed_captures"] = len(results) - len(fresh)
-        new = [results[i]["revision_kref"] for i in fresh]
-        if new and args.discover_edges:
-            result.update(self.queue_edge_discovery(new))
-        if sources:
-            remember_recalled(self.working, project, session_id, sources)
-        if dropped:
-            result["dropped_event_dates"] = dropped
-        return result
+        # from the lookup of earlier keys to the last write, a retry with the same prefix waits for this call
+        with self._prefix_lock(project, prefix) if prefix else nullcontext():
+            earlier = self.graph.revisions_with_metadata(project, IDEMPOTENCY_KEY, keys) if keys else {}
+            fresh = [i for i in range(len(drafts)) if not keys or keys[i] not in earlier]
+            plans = [self.writer.plan(drafts[i]) for i in fresh]  # a `revises` that does not exist fails here
+            # only now, with nothing left to refuse, may the call touch the working memory
+            session_id, source = resolve_session(self.working, session_id=args.session_id, user_id=args.user_id,
+                                                 context=args.context, host_session_id=client.host_session_id,
+                                                 project=project)
+            buffered = created = False
+            if buffer and not (prefix and self.working.find_message(project, session_id, IDEMPOTENCY_KEY, prefix)):
+                appended = self.working.append(project, session_id, "assistant", response,
+                                               {IDEMPOTENCY_KEY: prefix} if prefix else None)
+                buffered, created = True, appended.created_bucket
+            elif buffer:
+                buffered = True  # by the first call with this prefix
+            written = iter(self.writer.write(plans) if plans else [])
+            results = [next(written) if i in fresh else _replayed(earlier[keys[i]]) for i in range(len(drafts))]
+            result: dict[str, Any] = {
+                "buffered": buffered, "captures_stored": len(results), "edges_discovered": 0,
+                "stored_krefs": [r["revision_kref"] for r in results], "created_bucket": created,
+                "capture_results": results, "session_id": session_id, "session_id_source": source,
+            }
+            if prefix:
+                result["replayed_captures"] = len(results) - len(fresh)
+            new = [results[i]["revision_kref"] for i in fresh]
+            if new and args.discover_edges:
+                result.update(self.queue_edge_discovery(new))
+            if sources:
+                remember_recalled(self.working, project, session_id, sources)
+            if dropped:
+                result["dropped_event_dates"] = dropped
+            return result
+
+    def _prefix_lock(self, project: str, prefix: str) -> threading.Lock:
+        return self._prefix_locks[zlib.crc32(f"{project}\0{prefix}".encode()) % len(self._prefix_locks)]
 
     # -- store_execution -----------------------------------------------------------------------------------
     def store_execution(self, args: StoreExecutionInput, client: Client) -> dict[str, Any]:

@@ -164,14 +164,54 @@ def test_ingest_mines_new_commits_once_with_the_model(app: InProcess, repo: Path
     assert mcp(app, "kumiho_code_ingest", repo_path="shop", max_commits=501)["error"]["field"] == "max_commits"
 
 
+def test_an_ingest_batch_is_one_transaction(app: InProcess, miner: Miner) -> None:
+    """A batch's decisions and the mark that its commits are mined commit together, so a failure or a crash
+    part-way can never leave decisions whose commits the next ingest would mine (and store) again."""
+    app.services.index_worker.stop()  # its own commits (rows marked indexed) would be counted too
+    commits: list[int] = []
+    app.services.graph.subscribe(lambda: commits.append(1))
+    mined = mcp(app, "kumiho_code_ingest", repo_path="shop", max_commits=10)
+    assert mined["commits_scanned"] == 3 and mined["decisions_stored"] == 2 and len(miner.calls) == 1
+    assert len(commits) == 1  # one batch (up to five commits): one graph transaction
+    again = mcp(app, "kumiho_code_ingest", repo_path="shop")
+    assert again["decisions_stored"] == 0 and again["commits_skipped"] == 3 and len(commits) == 1
+
+
 def test_mine_session_reads_the_buffered_session(app: InProcess, miner: Miner) -> None:
     mcp(app, "kumiho_memory_ingest", user_id="dev", session_id="s-code", message="For the transport we chose gRPC")
     mcp(app, "kumiho_memory_add_response", session_id="s-code", response="Noted: we chose gRPC for streaming")
-    mined = mcp(app, "kumiho_code_mine_session", session_id="s-code", repo_path="shop")
-    assert mined["decisions_stored"] == 1 and mined["commit_resolved"] is True
+    mined = mcp(app, "kumiho_code_mine_session", session_id="s-code", repo_path="shop", ingest_first=False)
+    assert mined["decisions_stored"] == 1 and mined["commit_resolved"] is True and mined["ingest_first"] == "no"
+    assert len(miner.calls) == 1  # the session only
     assert mcp(app, "kumiho_code_why", question="gRPC transport")["decisions"][0]["decision"] == "Use gRPC"
     assert mcp(app, "kumiho_code_mine_session", session_id="empty")["error"]["field"] == "session_id"
     assert mcp(app, "kumiho_code_mine_session")["error"]["field"] == "session_id"
+
+
+def test_mine_session_mines_the_history_first_and_a_session_once_unless_forced(app: InProcess,
+                                                                               miner: Miner) -> None:
+    mcp(app, "kumiho_memory_ingest", user_id="dev", session_id="s-first", message="For the transport we chose gRPC")
+    first = mcp(app, "kumiho_code_mine_session", session_id="s-first", repo_path="shop")  # ingest_first: default
+    history = first["ingest_first"]
+    assert history["commits_scanned"] == 3 and history["decisions_stored"] == 2, history
+    assert first["decisions_stored"] == 1 and len(miner.calls) == 2  # one batch of commits, then the session
+    why = mcp(app, "kumiho_code_why", question="why SQLite for the cart")
+    assert why["decisions"][0]["title"] == "Use SQLite for the cart" and why["decisions"][0]["source"] == "git"
+    # the same transcript again: not mined again, and said so
+    again = mcp(app, "kumiho_code_mine_session", session_id="s-first", repo_path="shop")
+    assert again["decisions_stored"] == 0 and "force" in again["skipped"] and len(miner.calls) == 2
+    # force mines it again; the history is mined already, so ingest_first finds nothing new
+    forced = mcp(app, "kumiho_code_mine_session", session_id="s-first", repo_path="shop", force=True)
+    assert forced["decisions_stored"] == 1 and len(miner.calls) == 3
+    assert forced["ingest_first"]["commits_skipped"] == 3 and forced["ingest_first"]["decisions_stored"] == 0
+    # a session that grew is mined again without force
+    mcp(app, "kumiho_memory_add_response", session_id="s-first", response="Noted: we chose gRPC for streaming")
+    grown = mcp(app, "kumiho_code_mine_session", session_id="s-first", repo_path="shop")
+    assert grown["decisions_stored"] == 1 and len(miner.calls) == 4
+    # without a readable repository the history cannot be mined first: the answer says why
+    outside = mcp(app, "kumiho_code_mine_session", session_id="s-first", repo_path="/etc", force=True)
+    assert outside["ingest_first"].startswith("skipped: ") and "code_repo_roots" in outside["ingest_first"]
+    assert outside["commit_resolved"] is False
 
 
 def test_without_a_model_mining_is_skipped_and_capture_still_works(tmp_path: Path, repo: Path,
@@ -182,3 +222,27 @@ def test_without_a_model_mining_is_skipped_and_capture_still_works(tmp_path: Pat
         assert skipped["success"] is False and "no local model" in skipped["skipped"]
         assert mcp(app, "kumiho_code_capture", decisions=[{"title": "t", "decision": "d"}],
                    repo_path="shop")["commit_resolved"] is True
+
+
+def test_a_root_inside_another_repository_does_not_open_that_repository(tmp_path: Path, repo: Path, miner: Miner,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The allowed root is a plain directory inside a git repository (a home directory kept in git): git must
+    not walk up into the outer repository, so nothing of its history is read."""
+    outer = tmp_path / "home"
+    inner = outer / "projects"
+    inner.mkdir(parents=True)
+    git(outer, "init", "-q", "-b", "main")
+    (outer / "secret.txt").write_text("dotfiles")
+    git(outer, "add", ".")
+    git(outer, "commit", "-q", "-m", "Use SQLite for the cart\n\nA private commit of the outer repository.")
+    monkeypatch.setenv("KUMIHO_MEMORY_DECISIONS", "1")
+    with serve_in_process(tmp_path / "data", ScriptedModel([miner] * 10),
+                          maintenance={"code_repo_roots": [str(inner)]}) as app:
+        for repo_path in (str(inner), "."):
+            refused = mcp(app, "kumiho_code_ingest", repo_path=repo_path)
+            assert refused["error"]["code"] == "invalid_argument" and refused["error"]["field"] == "repo_path"
+            assert "code_repo_roots" in refused["error"]["message"]
+        captured = mcp(app, "kumiho_code_capture", repo_path=str(inner), commit_ref="HEAD",
+                       decisions=[{"title": "t", "decision": "d"}])
+        assert captured["commit"] == "HEAD" and captured["commit_resolved"] is False
+    assert miner.calls == []  # the outer repository's commits never reached the model

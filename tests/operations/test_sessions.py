@@ -4,6 +4,7 @@ across a restart), store's policy_kref and consolidate's implications and source
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -125,6 +126,43 @@ def test_a_retried_reflect_with_the_same_prefix_writes_nothing_again(app: InProc
     assert out["next_turn"]["stored_krefs"] != first["stored_krefs"]
     # two revisions: turn-1 (however often it was retried) and turn-2
     assert len(app.services.graph.list_revisions(item).items) == 2
+
+
+def test_two_overlapping_reflects_with_one_prefix_write_once(app: InProcess) -> None:
+    """A client retries while its first reflect is still writing: both calls run at the same time, through two
+    MCP sessions; the second must answer with the first one's revisions and write nothing."""
+    for attempt in range(3):  # the race is lost on most runs without the lock; three rounds make it certain
+        first, second = sorted(_overlapping_reflects(app, f"overlap-{attempt}"),
+                               key=lambda answer: answer["replayed_captures"])
+        assert first["replayed_captures"] == 0 and second["replayed_captures"] == 10
+        assert second["stored_krefs"] == first["stored_krefs"]
+        for kref in first["stored_krefs"]:  # one revision per capture, not two
+            item = kref.split("?")[0]
+            assert len(app.services.graph.list_revisions(item).items) == 1, item
+
+
+def _overlapping_reflects(app: InProcess, prefix: str) -> list[Any]:
+    """Two reflects with the same prefix and ten captures, started together from two threads."""
+    captures = [{"type": "fact", "title": f"{prefix} fact {i}", "content": f"Overlapping retry fact {i} ({prefix})."}
+                for i in range(10)]
+    start = threading.Barrier(2)
+    answers: list[Any] = []
+
+    async def steps(session: Any) -> Any:
+        start.wait(30)
+        return await call(session, "kumiho_memory_reflect", session_id=prefix, response="Done.", captures=captures,
+                          idempotency_prefix=prefix, discover_edges=False)
+
+    def reflect() -> None:
+        answers.append(run(app, steps))
+
+    threads = [threading.Thread(target=reflect) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert len(answers) == 2 and all("error" not in answer for answer in answers), answers
+    return answers
 
 
 def test_store_follows_a_policy_kref_and_refuses_an_unknown_one(app: InProcess) -> None:

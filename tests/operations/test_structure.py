@@ -253,6 +253,33 @@ def test_projects_spaces_and_items_are_built_searched_and_taken_apart(app: InPro
     assert {"project.archived", "project.deleted", "space.deleted", "item.deleted"} <= set(events)
 
 
+def test_delete_project_refuses_confirmation_fields_that_would_be_ignored(app: InProcess) -> None:
+    tool(app, "kumiho_create_project", name="Ledger")
+    snapshot = tool(app, "kumiho_delete_project", project_name="Ledger", force=True)
+    sid, digest = snapshot["impact_snapshot_id"], snapshot["impact_snapshot_hash"]
+    cases = [  # (arguments, the field the refusal names)
+        ({"confirmed": True}, "confirmed"),  # without force: it would only archive
+        ({"confirmed": True, "impact_snapshot_id": sid, "impact_snapshot_hash": digest}, "confirmed"),
+        ({"impact_snapshot_id": sid}, "impact_snapshot_id"),
+        ({"impact_snapshot_hash": digest}, "impact_snapshot_hash"),
+        ({"force": True, "confirmed": True}, "impact_snapshot_hash"),  # it would answer a fresh snapshot
+        ({"force": True, "confirmed": True, "impact_snapshot_id": sid}, "impact_snapshot_hash"),
+        ({"force": True, "confirmed": True, "impact_snapshot_hash": digest}, "impact_snapshot_id"),
+        ({"force": True, "impact_snapshot_id": sid, "impact_snapshot_hash": digest}, "confirmed"),
+    ]
+    for arguments, field in cases:
+        answer = tool(app, "kumiho_delete_project", project_name="Ledger", **arguments)
+        assert error_of(answer) == ("invalid_argument", field), (arguments, answer)
+        assert field in answer["error"]["message"].split(":")[0]
+    project = tool(app, "kumiho_get_project", name="Ledger")  # none of them archived or deleted it
+    assert project["name"] == "Ledger" and project["deprecated"] is False
+    unforced = tool(app, "kumiho_delete_project", project_name="Ledger", confirmed=True)
+    assert "confirmed needs force=true" in unforced["error"]["message"]
+    done = tool(app, "kumiho_delete_project", project_name="Ledger", force=True, confirmed=True,
+                impact_snapshot_id=sid, impact_snapshot_hash=digest)
+    assert done["deleted"] is True and done["force"] is True
+
+
 def test_malformed_calls_name_the_field(app: InProcess) -> None:
     cases = [
         ("kumiho_create_project", {"name": 7}, "name"),
