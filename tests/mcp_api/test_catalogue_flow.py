@@ -19,10 +19,9 @@ from mcp.client.session import ClientSession
 
 from appliance.mcp_api.catalogue import tools
 from tests.appliance_process import Running, free_port, serve
+from tests.fixtures import REFERENCE_NAMES
 from tests.mcp_api.clients import http_session, stdio_session, stop_background_appliance
 
-REFERENCE = json.loads((Path(__file__).parents[1] / "fixtures" / "reference_tool_schemas.json").read_text())
-REFERENCE_NAMES = {t["name"] for t in REFERENCE}
 DECISIONS = {"KUMIHO_MEMORY_DECISIONS": "1"}
 
 

@@ -100,7 +100,8 @@ def test_dream_state_dry_run_then_real_run_hold_the_guardrails(app: InProcess) -
     other = _store_all(app, [("Release date is May 2", "The team plans to ship v2.3 on May 2.")], "dream")[0]
     before = graph.stats()
     dry = run(app, lambda mcp: call(mcp, "kumiho_memory_dream_state", project="Dreams", dry_run=True, batch_size=8))
-    assert dry["success"] is True and dry["revisions_assessed"] == 8 and graph.stats() == before, dry
+    assert dry["success"] is True and dry["revisions_assessed"] == 8, dry
+    assert _written(graph.stats()) == _written(before)  # the index may catch up meanwhile: that is no write
     report = run(app, lambda mcp: call(mcp, "kumiho_memory_dream_state", project="Dreams", batch_size=8,
                                        max_deprecation_ratio=0.3))
     assert report["success"] is True and report["revisions_assessed"] == 8, report
@@ -112,3 +113,8 @@ def test_dream_state_dry_run_then_real_run_hold_the_guardrails(app: InProcess) -
     assert graph.get_revision(other["revision_kref"]).tags == ["latest", "published"]  # another project
     assert not graph.get_revision(other["revision_kref"]).deprecated
     assert Path(report["report_path"]).is_file()
+
+
+def _written(stats: dict[str, int]) -> dict[str, int]:
+    """What writes change in the graph's counts (not how far the search index has caught up)."""
+    return {key: value for key, value in stats.items() if key != "unindexed_revisions"}

@@ -4,14 +4,12 @@ with their reasons in appliance/operations/differences.py."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 from appliance.operations.catalogue import operations
 from appliance.operations.differences import DIFFERENCES
+from tests.fixtures import REFERENCE_TOOLS as REFERENCE
 
-REFERENCE = json.loads((Path(__file__).parents[1] / "fixtures" / "reference_tool_schemas.json").read_text())
 HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint")
 
 
