@@ -113,7 +113,8 @@ class OperatorService:
         project = project_for(args.project, client)
         kinds = {k.strip() for k in (args.kinds or "").split(",") if k.strip()}
         space = (args.space or "").strip().strip("/")
-        context = space if space.startswith(project) else f"{project}/{space}" if space else project
+        inside = space == project or space.startswith(project + "/")  # a path in another project is relative
+        context = space if inside else f"{project}/{space}" if space else project
         self.graph.get_project(project)
         items = [i for i in _all_items(self.graph, context)
                  if (not kinds or i.kind in kinds) and i.kind != "bundle"
