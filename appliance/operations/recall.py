@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from appliance.operations.definition import Input, Operation
 from appliance.operations.fields import MemoryTypes, Name, Project, Query, SpacePath, SpacePaths, Topic
@@ -31,15 +31,26 @@ class EngageInput(Input):
     include_learned_sources: bool = Field(False, description="with include_insights: up to three experiences or "
                                           "pattern proposals join the synthesis request's sources")
     current_context: str | None = Field(None, max_length=4000, description="with include_insights: goes into the "
-                                        "synthesis request (recall itself uses the query)")
+                                        "synthesis request (recall itself uses the query); without it, unused")
     goals: Annotated[list[Annotated[str, Field(max_length=500)]], Field(
-        max_length=8, description="with include_insights: go into the synthesis request")] | None = None
+        max_length=8, description="with include_insights: go into the synthesis request; without it, unused"
+    )] | None = None
     limit: Limit = 5
     min_score: MinScore = 0.0
     space_paths: SpacePaths | None = None
     memory_types: MemoryTypes | None = None
     graph_augmented: bool = False
     recall_mode: RecallMode = "summarized"
+
+    @model_validator(mode="after")
+    def _learned_sources_need_insights(self) -> EngageInput:
+        # Kumiho refuses it too. current_context and goals are accepted alone (Kumiho's clients may always send
+        # current_context): engage answers that they went unused.
+        if self.include_learned_sources and not self.include_insights:
+            raise ValueError("include_learned_sources: requires include_insights=true; the learned sources join "
+                             "the synthesis request that engage returns with insights (recall itself uses the "
+                             "query). Add include_insights=true or leave it out")
+        return self
 
 
 class RetrieveInput(Input):

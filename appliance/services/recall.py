@@ -84,8 +84,8 @@ class RecallService:
     def engage(self, args: EngageInput, client: Client) -> dict[str, Any]:
         """Recall plus the prompt-ready ``context``; with ``include_insights`` the insight brief and the
         synthesis request (reference §4.5 step 7), which ``current_context``, ``goals`` and
-        ``include_learned_sources`` feed: they shape the request the host's model answers, not the recall."""
-        _check_insight_options(args)
+        ``include_learned_sources`` feed: they shape the request the host's model answers, not the recall
+        (without ``include_insights`` the first two are named in ``unused``; the input refuses the third)."""
         request = RecallRequest(
             query=args.query, project=project_for(None, client), space_paths=tuple(args.space_paths or ()),
             memory_types=tuple(args.memory_types or ()), limit=min(args.limit, MAX_RESULTS),
@@ -97,6 +97,8 @@ class RecallService:
             if args.include_insights:
                 with recalled.watch.stage("insight"):
                     result.update(self._insight(args, request, recalled))
+            if unused := _unused(args):
+                result["unused"] = unused
             result["timing_ms"] = recalled.watch.report()
             result["approx_payload_tokens"] = len(json.dumps(result, ensure_ascii=False, default=str)) // 4
             return result
@@ -269,18 +271,16 @@ def _augmented(recalled: Recalled) -> dict[str, Any]:
     return {"graph_augmented": recalled.augmented} if recalled.augmented is not None else {}
 
 
-def _check_insight_options(args: EngageInput) -> None:
-    """What only the insight request uses needs include_insights (Kumiho refuses learned sources without
-    it too): refused before anything runs, rather than silently ignored."""
+UNUSED = "only the insight request (include_insights: true) reads it"
+
+
+def _unused(args: EngageInput) -> dict[str, str]:
+    """current_context and goals given without include_insights: accepted (Kumiho's clients may always send
+    current_context), and named in the answer's ``unused`` so the caller knows they changed nothing."""
     if args.include_insights:
-        return
-    for field, given in (("include_learned_sources", args.include_learned_sources),
-                         ("current_context", bool(args.current_context)), ("goals", bool(args.goals))):
-        if given:
-            raise InvalidArgument(
-                f"{field}: requires include_insights=true; it feeds the synthesis request that engage returns "
-                "with insights (recall itself uses the query). Add include_insights=true or leave it out",
-                field=field)
+        return {}
+    return {field: UNUSED for field, given in (("current_context", args.current_context), ("goals", args.goals))
+            if given}
 
 
 def _retrieve_mode(mode: str, query: str) -> str:
