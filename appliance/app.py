@@ -157,9 +157,8 @@ def service_parts(settings: Settings, data_dir: DataDir, graph: GraphStore, sear
                                      model_for=lambda **choice: model_for_call(settings, model, **choice))
     consolidator = Consolidator(working, writer, model, redact, patterns_only, call_timeout=options.call_timeout,
                                 keep_raw_transcripts=options.keep_raw_transcripts)
-    return Parts(settings=settings, graph=graph, search=search, working=working, model=model, jobs=jobs,
-                 recaller=recaller, writer=writer, cache=cache, artifacts=artifacts, consolidator=consolidator,
-                 work=work, maintenance=maintenance)
+    return Parts(settings=settings, graph=graph, working=working, recaller=recaller, writer=writer, cache=cache,
+                 artifacts=artifacts, consolidator=consolidator, work=work, maintenance=maintenance)
 
 
 def pii_redactor(settings: Settings) -> Redact:

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from appliance.operations import fields
 from appliance.operations.definition import ClosedInput, Operation
 
 Text = Annotated[str, Field(max_length=2000)]
@@ -18,9 +19,9 @@ PinnedKrefs = Annotated[list[PinnedKref], Field(max_length=12)]
 AbsoluteSpaces = Annotated[list[Annotated[str, Field(max_length=256)]], Field(max_length=8)]
 ObservedAt = Annotated[str, Field(max_length=64, description="when the outcome was observed: ISO-8601 with its "
                                                              "time zone, such as 2026-03-27T10:15:00+00:00")]
-Origin = Annotated[Literal["user", "agent", "imported", "observed", "external", "unknown"], Field(max_length=2000)]
-DecisionState = Annotated[Literal["proposal", "proposed", "accepted", "rejected", "contested", "superseded",
-                                  "unknown"], Field(max_length=2000)]
+# Kumiho's schemas of the experience tools carry maxLength 2000 on these enums; kept so the schemas match.
+Origin = Annotated[fields.Origin, Field(max_length=2000)]
+DecisionState = Annotated[fields.DecisionState, Field(max_length=2000)]
 OutcomeStatus = Annotated[Literal["success", "failure", "mixed", "unknown"], Field(max_length=2000)]
 Acceptance = Annotated[Literal["accepted", "rejected", "unknown"], Field(max_length=2000)]
 # A request or an answer the appliance produced (or checks): any JSON object, its size checked by the service.

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from appliance.operations.definition import Input, Operation
-from appliance.operations.fields import MemoryTypes, Name, Project, Query, SpacePath, SpacePaths, Topic
+from appliance.operations.fields import AuthToken, MemoryTypes, Name, Project, Query, SpacePath, SpacePaths, Topic
 
 Limit = Annotated[int, Field(ge=1, le=1000)]  # above 100 is treated as 100
 MinScore = Annotated[float, Field(ge=0.0, le=1.0)]
@@ -76,8 +76,7 @@ class FulltextSearchInput(Input):
     include_artifact_metadata: bool = False
     include_metadata: bool = False
     limit: Limit = 20
-    auth_token: str = Field(default="", max_length=1024,
-                            description="accepted for Kumiho's clients and ignored: a local appliance has no accounts")
+    auth_token: AuthToken = ""
 
 
 OPERATIONS = (

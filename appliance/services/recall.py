@@ -11,11 +11,10 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from appliance.core import insights
 from appliance.core import kref as krefs
-from appliance.core.ports import ChatModel, model_status
 from appliance.core.search import SearchFilter, SearchRequest
 from appliance.errors import InvalidArgument, NotFound
 from appliance.graph import GraphStore
@@ -26,13 +25,14 @@ from appliance.memory.client import Client
 from appliance.memory.recall import Recaller, RecallQuery, Stopwatch, check_spaces
 from appliance.memory.spaces import project_for, scopes
 from appliance.operations.recall import EngageInput, FulltextSearchInput, RecallInput, RecallMode, RetrieveInput
+from appliance.services.model_work import ModelWork
+
+if TYPE_CHECKING:
+    from appliance.services import Handler
 
 MAX_RESULTS = 100  # a larger limit is accepted (Kumiho's clients send up to 1000) and treated as this
 LEARNED_KINDS = ("experience", "pattern_candidate")  # what include_learned_sources searches besides memories
 MAX_LEARNED = 3
-
-Handler = Callable[[Any, Client], dict[str, Any]]
-
 
 @dataclass(frozen=True)
 class RecallRequest:
@@ -58,10 +58,8 @@ class Recalled:
 
 
 class RecallService:
-    def __init__(self, graph: GraphStore, recaller: Recaller, cache: RecallCache, model: ChatModel, *,
-                 reformulate_seconds: float) -> None:
-        self.graph, self.recaller, self.cache, self.model = graph, recaller, cache, model
-        self.reformulate_seconds = reformulate_seconds
+    def __init__(self, graph: GraphStore, recaller: Recaller, cache: RecallCache, work: ModelWork) -> None:
+        self.graph, self.recaller, self.cache, self.work = graph, recaller, cache, work  # work: the model's readiness
 
     def handlers(self) -> dict[str, Handler]:
         return {"kumiho_memory_engage": self.engage, "kumiho_memory_recall": self.recall,
@@ -175,12 +173,12 @@ class RecallService:
         augmented: dict[str, Any] | None = None
         with watch.stage("retrieval"):
             if request.graph_augmented and request.query.strip():
-                unready = self._model_unready()
+                unready = self.work.model_ready()
                 if unready:
                     augmented = {"used": False, "note": f"unavailable: {unready}; plain recall was used"}
                 else:
-                    results, report = augmented_recall(self.recaller, self.graph, self.model, query,
-                                                       timeout=self.reformulate_seconds, watch=watch)
+                    results, report = augmented_recall(self.recaller, self.graph, self.work.model, query,
+                                                       timeout=self.work.options.reformulate_seconds, watch=watch)
                     augmented = {"used": True, **report}
             if augmented is None or not augmented["used"]:
                 results = self.recaller.recall(query, watch)
@@ -208,10 +206,6 @@ class RecallService:
         return result
 
     # -- helpers ---------------------------------------------------------------------------------------
-    def _model_unready(self) -> str | None:
-        status = model_status(self.model)
-        return None if status.available else f"no local model ({status.reason or 'not available'})"
-
     def _insight(self, args: EngageInput, request: RecallRequest, recalled: Recalled) -> dict[str, Any]:
         """insight_brief and synthesis_request (and learned_source_status): from the memories recalled, plus
         with include_learned_sources up to three experiences or pattern proposals (one more search)."""
