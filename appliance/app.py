@@ -42,7 +42,7 @@ from appliance.mcp_api.server import build_server, session_manager
 from appliance.memory.artifacts import sweep as sweep_artifacts
 from appliance.memory.cache import RecallCache
 from appliance.memory.consolidation import Consolidator
-from appliance.memory.model_tools import ModelOptions, Redact, patterns_only
+from appliance.memory.model_options import ModelOptions, Redact, patterns_only
 from appliance.memory.recall import Recaller
 from appliance.memory.working import WorkingMemory
 from appliance.memory.writer import MemoryWriter

@@ -29,7 +29,7 @@ from appliance.errors import (
 )
 from appliance.mcp_api.server import LIMIT_HEADER, PROJECT_HEADER, SESSION_HEADER
 from appliance.memory.cache import WINDOW_SECONDS
-from appliance.memory.model_tools import NO_MODEL
+from appliance.memory.model_options import NO_MODEL
 from appliance.memory.working import MAX_MESSAGE_BYTES
 from appliance.memory.writer import (
     MAX_EDGES_PER_WRITE,

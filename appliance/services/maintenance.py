@@ -19,7 +19,7 @@ from appliance.memory import space_profile, typed_graph
 from appliance.memory.client import Client
 from appliance.memory.dream import DreamParams, DreamState
 from appliance.memory.edges import EdgeRequest
-from appliance.memory.model_tools import ModelOptions
+from appliance.memory.model_options import ModelOptions
 from appliance.memory.recall import check_spaces
 from appliance.memory.spaces import check_project, project_for, scopes
 from appliance.operations.maintenance import DecomposeInput, DiscoverEdgesInput, DreamStateInput, SpaceProfileInput

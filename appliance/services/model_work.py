@@ -15,7 +15,7 @@ from appliance.errors import KumihoError
 from appliance.graph import GraphStore
 from appliance.jobs import Job, JobQueue
 from appliance.memory.edges import EdgeDiscovery, EdgeRequest
-from appliance.memory.model_tools import NO_MODEL, ModelOptions
+from appliance.memory.model_options import NO_MODEL, ModelOptions
 from appliance.memory.recall import Recaller
 
 
