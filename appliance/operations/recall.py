@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from appliance.operations.definition import Input, Operation
 from appliance.operations.fields import AuthToken, MemoryTypes, Name, Project, Query, SpacePath, SpacePaths, Topic
@@ -13,6 +14,26 @@ Limit = Annotated[int, Field(ge=1, le=1000)]  # above 100 is treated as 100
 MinScore = Annotated[float, Field(ge=0.0, le=1.0)]
 RecallMode = Literal["full", "summarized"]
 Words = Annotated[list[Topic], Field(max_length=32)]
+RETRIEVE_MODES = {"latest": ("latest", "newest", "recent", "most_recent"),
+                  "first": ("first", "earliest", "oldest", "initial"), "search": ("search",)}
+
+
+def _retrieve_mode(mode: str) -> str:
+    """search, latest or first, whichever of Kumiho's words for it was sent ("most recent", "oldest", …); ""
+    stays "": retrieve then reads the mode from the query."""
+    normal = re.sub(r"[\s-]+", "_", mode.strip().lower())
+    found = next((name for name, words in RETRIEVE_MODES.items() if normal in words), None)
+    if found is None and normal:
+        raise ValueError(f"mode: {mode!r} is not a retrieve mode; use search, latest or first")
+    return found or ""
+
+
+def _kind(kind: str) -> str:
+    return kind or "conversation"  # "" is the default kind, as Kumiho reads it
+
+
+RetrieveMode = Annotated[str, Field(max_length=32), AfterValidator(_retrieve_mode)]
+MemoryItemKind = Annotated[Name, AfterValidator(_kind)]
 
 
 class RecallInput(Input):
@@ -60,9 +81,9 @@ class RetrieveInput(Input):
     topics: Words | None = None
     space_paths: SpacePaths | None = None
     bundle_names: Annotated[list[Name], Field(max_length=16)] | None = None
-    memory_item_kind: Name = "conversation"
+    memory_item_kind: MemoryItemKind = "conversation"
     limit: Limit = 5
-    mode: str = Field("search", max_length=32)
+    mode: RetrieveMode = "search"
     include_revision_metadata: bool = True
     memory_types: MemoryTypes | None = None
 

@@ -58,7 +58,7 @@ class OperatorService:
         request = RecallRequest(
             query=query, project=project_for(args.project, client), space_paths=tuple(args.space_paths or ()),
             memory_types=tuple(args.memory_types or ()), limit=limit, min_score=floor,
-            graph_augmented=args.graph_augmented, kind=args.memory_item_kind or "conversation",
+            graph_augmented=args.graph_augmented, kind=args.memory_item_kind,
             order="latest" if args.mode == "latest" else "relevance")
         result = self.recall.cached("memory_engage", asdict(request), client,
                                     lambda: self.recall.engaged(self.recall.run(request), request.recall_mode))

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from appliance.core import insights
 from appliance.core import kref as krefs
 from appliance.core.search import SearchFilter, SearchRequest
-from appliance.errors import InvalidArgument, NotFound
+from appliance.errors import NotFound
 from appliance.graph import GraphStore
 from appliance.memory import records, views
 from appliance.memory.augmented import augmented_recall
@@ -106,13 +106,13 @@ class RecallService:
     def retrieve(self, args: RetrieveInput, client: Client) -> dict[str, Any]:
         """Modes search (relevance), latest (newest first) and first (the oldest match) — reference §4.6."""
         query = " ".join(p for p in (args.query or "", *(args.keywords or ()), *(args.topics or ())) if p.strip())
-        mode = _retrieve_mode(args.mode, query)
+        mode = _mode_of(args, query)
         project = project_for(args.project, client)
         limit = min(args.limit, MAX_RESULTS)
         request = RecallRequest(
             query=query, project=project, space_paths=tuple(args.space_paths or ()),
             memory_types=tuple(args.memory_types or ()), limit=max(limit * 4, 20) if mode != "search" else limit,
-            kind=args.memory_item_kind or "conversation", order="latest" if mode == "latest" else "relevance")
+            kind=args.memory_item_kind, order="latest" if mode == "latest" else "relevance")
         found = self.run(request).results
         if mode == "first":
             found = sorted(found, key=lambda r: r["created_at"])[:1]
@@ -277,14 +277,8 @@ def _unused(args: EngageInput) -> dict[str, str]:
             if given}
 
 
-def _retrieve_mode(mode: str, query: str) -> str:
-    normal = re.sub(r"[\s-]+", "_", mode.strip().lower())
-    if normal in ("latest", "newest", "recent", "most_recent"):
-        return "latest"
-    if normal in ("first", "earliest", "oldest", "initial"):
-        return "first"
-    if normal == "" and re.search(r"\b(first|earliest|oldest|initial)\b", query.lower()):
-        return "first"
-    if normal in ("search", ""):
-        return "search"
-    raise InvalidArgument(f"mode: {mode!r} is not a retrieve mode; use search, latest or first", field="mode")
+def _mode_of(args: RetrieveInput, query: str) -> str:
+    """The mode asked for (the input has normalised it); none: first when the query asks for the first."""
+    if args.mode:
+        return args.mode
+    return "first" if re.search(r"\b(first|earliest|oldest|initial)\b", query.lower()) else "search"

@@ -189,3 +189,20 @@ def test_a_deprecated_memory_leaves_fulltext_and_recall_unless_asked_for(app: In
     assert out["item"] not in {r["item"]["kref"] for r in out["fulltext"]["results"]}
     assert out["item"] not in {r["item_kref"] for r in out["recall"]["results"]}
     assert out["item"] in {r["item"]["kref"] for r in out["with_deprecated"]["results"]}
+
+
+def test_retrieve_reads_kumihos_words_for_its_modes_and_refuses_others(app: InProcess,
+                                                                        stored: dict[str, Any]) -> None:
+    """The input normalises the mode ("Most Recent" is latest, "oldest" is first; none lets the query say it);
+    a word that is no mode is refused before anything is read, by both retrieve tools."""
+    for tool in ("kumiho_memory_retrieve", "memory_retrieve"):
+        assert run(app, tool, query="billing", mode="Most Recent")["mode"] == "latest"
+        assert run(app, tool, query="billing", mode="oldest")["mode"] == "first"
+        assert run(app, tool, query="the first billing decision", mode="")["mode"] == "first"
+        assert run(app, tool, query="billing decision", mode="")["mode"] == "search"
+        error = refused(app, tool, query="billing", mode="sideways")
+        assert error["field"] == "mode" and error["message"] == (
+            "mode: 'sideways' is not a retrieve mode; use search, latest or first")
+    # an empty kind is the default kind: the conversation memories are found
+    found = run(app, "kumiho_memory_retrieve", query="billing database choice", memory_item_kind="")
+    assert stored["decision"]["item_kref"] in found["item_krefs"]
