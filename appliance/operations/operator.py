@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from appliance.operations.definition import Input, Operation
 from appliance.operations.fields import (
@@ -100,6 +100,13 @@ class OperatorGetRevisionByTagInput(Input):
 class OperatorStoreInput(StoreInput):
     title: str = Field(max_length=200)
     user_text: Text | None = None  # type: ignore[assignment]  # the operator's store needs a title instead
+
+    @field_validator("title")
+    @classmethod
+    def _titled(cls, title: str) -> str:
+        if not title.strip():
+            raise ValueError("title: give the memory a title")
+        return title
 
 
 class OperatorGraphInput(Input):

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from appliance.core import kref as krefs
 from appliance.core.model import Item
-from appliance.errors import InvalidArgument
 from appliance.graph import GraphStore
 from appliance.memory import records
 from appliance.memory.client import Client
@@ -99,8 +98,6 @@ class OperatorService:
                                                   client)
 
     def store(self, args: OperatorStoreInput, client: Client) -> dict[str, Any]:
-        if not args.title.strip():
-            raise InvalidArgument("title: give the memory a title", field="title")
         return self.writes.store(args, client, operator=True)
 
     def graph_view(self, args: OperatorGraphInput, client: Client) -> dict[str, Any]:

@@ -206,3 +206,8 @@ def test_retrieve_reads_kumihos_words_for_its_modes_and_refuses_others(app: InPr
     # an empty kind is the default kind: the conversation memories are found
     found = run(app, "kumiho_memory_retrieve", query="billing database choice", memory_item_kind="")
     assert stored["decision"]["item_kref"] in found["item_krefs"]
+
+
+def test_the_operators_store_refuses_a_blank_title(app: InProcess) -> None:
+    error = refused(app, "memory_store", title="   ", user_text="A memory without a name.")
+    assert error == {"code": "invalid_argument", "message": "title: give the memory a title", "field": "title"}
