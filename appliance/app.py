@@ -42,7 +42,7 @@ from appliance.mcp_api.server import build_server, session_manager
 from appliance.memory.artifacts import sweep as sweep_artifacts
 from appliance.memory.cache import RecallCache
 from appliance.memory.consolidation import Consolidator
-from appliance.memory.model_tools import ModelOptions, Redact, patterns_only
+from appliance.memory.model_options import ModelOptions, Redact, patterns_only
 from appliance.memory.recall import Recaller
 from appliance.memory.working import WorkingMemory
 from appliance.memory.writer import MemoryWriter
@@ -157,9 +157,8 @@ def service_parts(settings: Settings, data_dir: DataDir, graph: GraphStore, sear
                                      model_for=lambda **choice: model_for_call(settings, model, **choice))
     consolidator = Consolidator(working, writer, model, redact, patterns_only, call_timeout=options.call_timeout,
                                 keep_raw_transcripts=options.keep_raw_transcripts)
-    return Parts(settings=settings, graph=graph, search=search, working=working, model=model, jobs=jobs,
-                 recaller=recaller, writer=writer, cache=cache, artifacts=artifacts, consolidator=consolidator,
-                 work=work, maintenance=maintenance)
+    return Parts(settings=settings, graph=graph, working=working, recaller=recaller, writer=writer, cache=cache,
+                 artifacts=artifacts, consolidator=consolidator, work=work, maintenance=maintenance)
 
 
 def pii_redactor(settings: Settings) -> Redact:

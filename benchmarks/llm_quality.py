@@ -41,7 +41,7 @@ from appliance.memory.augmented import angles
 from appliance.memory.client import Client
 from appliance.memory.dream import DreamParams, assess
 from appliance.memory.edges import implication_queries
-from appliance.memory.model_tools import patterns_only
+from appliance.memory.model_options import patterns_only
 from appliance.operations.sessions import AddResponseInput, ConsolidateInput, IngestInput
 from appliance.services import handlers
 from benchmarks.llm_bench import open_model, rss_mb

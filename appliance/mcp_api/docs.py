@@ -29,7 +29,7 @@ from appliance.errors import (
 )
 from appliance.mcp_api.server import LIMIT_HEADER, PROJECT_HEADER, SESSION_HEADER
 from appliance.memory.cache import WINDOW_SECONDS
-from appliance.memory.model_tools import NO_MODEL
+from appliance.memory.model_options import NO_MODEL
 from appliance.memory.working import MAX_MESSAGE_BYTES
 from appliance.memory.writer import (
     MAX_EDGES_PER_WRITE,
@@ -49,7 +49,7 @@ from appliance.operations.revisions import BATCH_KREFS
 from appliance.operations.sessions import MAX_SUMMARY_OBJECT
 from appliance.operations.validation import MAX_DEPTH, largest_request
 from appliance.services.provenance import GENERATION_PARAMS, MAX_EDGES, MAX_REACHED, PROVENANCE_LIMIT
-from appliance.services.recall import LEARNED_KINDS, MAX_LEARNED
+from appliance.services.recall import LEARNED_KINDS, MAX_LEARNED, UNUSED
 from appliance.services.sessions import CONSOLIDATE_AFTER, INGEST_SHOWN
 from appliance.services.structure import MAX_LISTED as STRUCTURE_LISTED
 from appliance.services.writes import CAPTURE_TYPES, MAX_METADATA_VALUE
@@ -131,7 +131,9 @@ GROUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
      f"`include_learned_sources` adds one search for up to {MAX_LEARNED} experiences or pattern proposals "
      f"(kinds {', '.join(f'`{k}`' for k in LEARNED_KINDS)}) within the same spaces, listed first among the "
      "request's sources (not in `results`), and reports `learned_source_status`. Without "
-     "`include_insights`, each of the three is refused (`invalid_argument` naming it) rather than ignored."),
+     "`include_insights`, `include_learned_sources` is refused (`invalid_argument` naming it), while "
+     "`current_context` and `goals` are accepted (some clients always send `current_context`) and named in the "
+     f"answer's `unused` (`{{\"current_context\": \"{UNUSED}\"}}`)."),
     ("Writing memories", ("kumiho_memory_store", "kumiho_memory_reflect"),
      f"* **Stacking** (`stack_revisions`, default true): before writing, a hybrid search for the new "
      f"memory's title and summary looks at items of the same kind in the same space. The best item gets the "

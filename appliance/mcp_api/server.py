@@ -23,6 +23,7 @@ from appliance.core import redaction
 from appliance.errors import InvalidArgument, KumihoError
 from appliance.mcp_api.catalogue import tools
 from appliance.memory.client import Client
+from appliance.operations.catalogue import operations
 from appliance.operations.definition import Input, Operation
 from appliance.operations.validation import check_shape, parse
 from appliance.services import Handler
@@ -118,8 +119,21 @@ def _clipped(error: dict[str, Any]) -> dict[str, Any]:
     return error
 
 
+def check_complete(table: dict[str, Handler]) -> None:
+    """Start-up refuses a catalogue and a handler table that disagree: a served tool whose service was never
+    registered would otherwise drop out of tools/list without a word, and a handler no operation declares
+    could never be called. (A handler of an operation behind a switch that is off is fine: it is not served.)"""
+    missing = sorted(set(tools()) - set(table))
+    unknown = sorted(set(table) - set(operations()))
+    if missing or unknown:
+        raise RuntimeError("the MCP tools and their services disagree: "
+                           + "; ".join([*(["no service performs " + ", ".join(missing)] if missing else []),
+                                        *(["no operation declares " + ", ".join(unknown)] if unknown else [])]))
+
+
 def build_server(table: dict[str, Handler], default_project: str) -> Server[Any]:
-    listed = [_tool(op) for name, op in tools().items() if name in table]
+    check_complete(table)
+    listed = [_tool(op) for op in tools().values()]
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=listed)  # one page: agent hosts read it once, without paging

@@ -58,10 +58,10 @@ def space_of(path: str) -> str:
     return path.lstrip("/")
 
 
-def check_project(project: object, field: str = "project") -> str:
+def check_project(project: str, field: str = "project") -> str:
     """A project name as a kref segment: checked before anything is written (a project names a folder
     under the data directory's artifacts, so ``../x`` must never reach the file system)."""
-    if not isinstance(project, str) or not project.strip():
+    if not project.strip():
         raise InvalidArgument(f"{field}: give a project name such as 'CognitiveMemory'", field=field)
     return names.project_name(project.strip(), field)
 

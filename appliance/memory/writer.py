@@ -295,8 +295,3 @@ def clip_summary(text: str) -> str:
     text = text.strip()
     return text if len(text) <= SUMMARY_LIMIT else text[: SUMMARY_LIMIT - 3] + "..."
 
-
-def require_text(value: object, field: str, hint: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidArgument(f"{field}: {hint}", field=field)
-    return value

@@ -3,7 +3,7 @@ the field and the limit (tools/list shows every bound in the tool's input schema
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, WithJsonSchema
 
@@ -20,6 +20,12 @@ Query = Annotated[str, Field(max_length=8192)]
 MemoryType = Annotated[str, Field(max_length=64)]
 EdgeType = Annotated[str, Field(max_length=50)]
 Topic = Annotated[str, Field(max_length=200)]
+AuthToken = Annotated[str, Field(max_length=8192, description="accepted for Kumiho's clients and ignored: a local "
+                                 "appliance has no accounts")]
+
+# Where a memory came from and where a decision stands (Kumiho's provenance vocabulary).
+Origin = Literal["user", "agent", "imported", "observed", "external", "unknown"]
+DecisionState = Literal["proposal", "proposed", "accepted", "rejected", "contested", "superseded", "unknown"]
 
 Krefs = Annotated[list[Kref], Field(max_length=50)]
 SpacePaths = Annotated[list[SpacePath], Field(max_length=16)]

@@ -8,11 +8,10 @@ from pydantic import Field
 
 from appliance.core.names import MAX_PATTERN
 from appliance.operations.definition import Input, Operation
-from appliance.operations.fields import Kref, Name, SpacePath, StringMetadata, Tag
+from appliance.operations.fields import AuthToken, Kref, Name, SpacePath, StringMetadata, Tag
 
 Description = Annotated[str, Field(max_length=4096)]
 Pattern = Annotated[str, Field(max_length=MAX_PATTERN)]  # a search filter: a prefix or substring, or a glob
-AuthToken = Annotated[str, Field(max_length=8192)]  # accepted and ignored: a local appliance has no accounts
 SnapshotId = Annotated[str, Field(max_length=36)]
 SnapshotHash = Annotated[str, Field(max_length=64)]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from appliance.operations.definition import Input, Operation
 from appliance.operations.fields import (
@@ -21,7 +21,7 @@ from appliance.operations.fields import (
     Tag,
     Tags,
 )
-from appliance.operations.recall import Limit, MinScore, Words
+from appliance.operations.recall import Limit, MemoryItemKind, MinScore, RetrieveMode, Words
 from appliance.operations.writes import CAPTURE_TYPE_HINT, StoreInput, Text
 
 GRAPH_MAX = 500  # nodes one memory_graph answer holds at most
@@ -37,7 +37,7 @@ class OperatorEngageInput(Input):
     limit: Limit | None = None
     min_score: MinScore | None = None
     mode: Literal["search", "latest"] = "search"
-    memory_item_kind: Name = "conversation"
+    memory_item_kind: MemoryItemKind = "conversation"
     graph_augmented: bool = True
 
 
@@ -64,10 +64,10 @@ class OperatorRetrieveInput(Input):
     space_paths: SpacePaths | None = None
     keywords: Words | None = None
     topics: Words | None = None
-    memory_item_kind: Name = "conversation"
+    memory_item_kind: MemoryItemKind = "conversation"
     memory_types: MemoryTypes | None = None
     limit: Limit = 5
-    mode: str = Field("search", max_length=32)
+    mode: RetrieveMode = "search"
 
 
 class OperatorSearchInput(Input):
@@ -100,6 +100,13 @@ class OperatorGetRevisionByTagInput(Input):
 class OperatorStoreInput(StoreInput):
     title: str = Field(max_length=200)
     user_text: Text | None = None  # type: ignore[assignment]  # the operator's store needs a title instead
+
+    @field_validator("title")
+    @classmethod
+    def _titled(cls, title: str) -> str:
+        if not title.strip():
+            raise ValueError("title: give the memory a title")
+        return title
 
 
 class OperatorGraphInput(Input):

@@ -9,18 +9,22 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from appliance.operations import fields
 from appliance.operations.definition import ClosedInput, Operation
 
 Text = Annotated[str, Field(max_length=2000)]
 Texts = Annotated[list[Text], Field(max_length=12)]
 PinnedKref = Annotated[str, Field(max_length=512)]
 PinnedKrefs = Annotated[list[PinnedKref], Field(max_length=12)]
-AbsoluteSpaces = Annotated[list[Annotated[str, Field(max_length=256)]], Field(max_length=8)]
+AbsoluteSpaces = Annotated[list[Annotated[str, Field(max_length=256)]], Field(
+    min_length=1, max_length=8, description="1-8 absolute spaces such as /CognitiveMemory/experiences")]
+PatternSources = Annotated[list[PinnedKref], Field(
+    min_length=1, max_length=12, description="1-12 pinned experience or outcome revision krefs")]
 ObservedAt = Annotated[str, Field(max_length=64, description="when the outcome was observed: ISO-8601 with its "
                                                              "time zone, such as 2026-03-27T10:15:00+00:00")]
-Origin = Annotated[Literal["user", "agent", "imported", "observed", "external", "unknown"], Field(max_length=2000)]
-DecisionState = Annotated[Literal["proposal", "proposed", "accepted", "rejected", "contested", "superseded",
-                                  "unknown"], Field(max_length=2000)]
+# Kumiho's schemas of the experience tools carry maxLength 2000 on these enums; kept so the schemas match.
+Origin = Annotated[fields.Origin, Field(max_length=2000)]
+DecisionState = Annotated[fields.DecisionState, Field(max_length=2000)]
 OutcomeStatus = Annotated[Literal["success", "failure", "mixed", "unknown"], Field(max_length=2000)]
 Acceptance = Annotated[Literal["accepted", "rejected", "unknown"], Field(max_length=2000)]
 # A request or an answer the appliance produced (or checks): any JSON object, its size checked by the service.
@@ -67,7 +71,7 @@ class RecordOutcomeInput(ClosedInput):
 
 
 class PreparePatternsInput(ClosedInput):
-    source_krefs: PinnedKrefs
+    source_krefs: PatternSources
     space_paths: AbsoluteSpaces
 
 

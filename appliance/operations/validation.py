@@ -133,6 +133,8 @@ def _message(error: SchemaError) -> str:
         return f"{field}: key {_preview(value)} is longer than {bound} characters; use a shorter key"
     if error.validator == "maxLength":
         return f"{field}: at most {bound} characters (got {len(value)}); shorten it"
+    if error.validator == "minItems":
+        return f"{field}: give {schema.get('description') or f'at least {bound} item(s)'}"
     if error.validator == "maxItems":
         return f"{field}: at most {bound} items (got {len(value)}); send fewer, or split the call in several"
     if error.validator == "maxProperties":

@@ -9,11 +9,13 @@ from pydantic import Field
 from appliance.operations.definition import Input, Operation
 from appliance.operations.fields import (
     Context,
+    DecisionState,
     EdgeType,
     Krefs,
     MemoryType,
     Metadata,
     Name,
+    Origin,
     Project,
     SessionId,
     SpacePath,
@@ -23,8 +25,6 @@ from appliance.operations.fields import (
 )
 
 Text = Annotated[str, Field(max_length=65536)]
-Origin = Literal["user", "agent", "imported", "observed", "external", "unknown"]
-DecisionState = Literal["proposal", "proposed", "accepted", "rejected", "contested", "superseded", "unknown"]
 CAPTURE_TYPE_HINT = ("decision, preference, fact, correction, architecture, implementation, synthesis, reflection, "
                      "summary, skill; other lowercase words (discovery, lesson, …) are accepted as long-lived types")
 

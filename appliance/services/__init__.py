@@ -2,7 +2,8 @@
 provenance, maintenance, …). Each takes the typed input of its operations (``appliance.operations``) and
 returns the operation's JSON result; every front door (MCP today) calls them through ``handlers``.
 
-``Parts`` is what the appliance opened (stores, model, queues) and ``families`` builds the services on them."""
+``Parts`` is what the appliance opened (stores, the model's work and its queue) and ``families`` builds the
+services on them."""
 
 from __future__ import annotations
 
@@ -12,16 +13,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from appliance.config import Settings
-from appliance.core.ports import ChatModel
 from appliance.graph import GraphStore
-from appliance.jobs import JobQueue
 from appliance.memory.cache import RecallCache
 from appliance.memory.client import Client
 from appliance.memory.consolidation import Consolidator
 from appliance.memory.recall import Recaller
 from appliance.memory.working import WorkingMemory
 from appliance.memory.writer import MemoryWriter
-from appliance.search.service import SearchService
 from appliance.services.code import CodeService
 from appliance.services.consolidation import ConsolidationService
 from appliance.services.maintenance import MaintenanceService
@@ -48,10 +46,7 @@ class Family(Protocol):
 class Parts:
     settings: Settings
     graph: GraphStore
-    search: SearchService
     working: WorkingMemory
-    model: ChatModel
-    jobs: JobQueue
     recaller: Recaller
     writer: MemoryWriter
     cache: RecallCache
@@ -62,16 +57,16 @@ class Parts:
 
 
 def families(parts: Parts) -> list[Family]:
-    recall = RecallService(parts.graph, parts.recaller, parts.cache, parts.model,
-                           reformulate_seconds=parts.settings.inference.reformulate_timeout_seconds)
+    recall = RecallService(parts.graph, parts.recaller, parts.cache, parts.work)
     writes = WriteService(parts.graph, parts.writer, parts.working, parts.work.queue_edge_discovery)
-    operator = OperatorService(recall, writes, parts.graph, min_relevance=parts.settings.memory.min_relevance_score,
+    structure = StructureService(parts.graph)
+    operator = OperatorService(recall, writes, structure, parts.graph,
+                               min_relevance=parts.settings.memory.min_relevance_score,
                                retrieval_limit=parts.settings.kumiho.memory_retrieval_limit)
     return [recall, writes, SessionService(parts.working, recall), ConsolidationService(parts.consolidator, parts.work),
             PatternService(parts.graph, parts.writer),
             RevisionService(parts.graph, parts.artifacts.parent),  # artifacts live in <data dir>/artifacts
-            StructureService(parts.graph), ProvenanceService(parts.graph), parts.maintenance, CodeService.of(parts),
-            operator]
+            structure, ProvenanceService(parts.graph), parts.maintenance, CodeService.of(parts), operator]
 
 
 def handlers(found: Iterable[Family]) -> dict[str, Handler]:

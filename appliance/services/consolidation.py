@@ -19,8 +19,8 @@ if TYPE_CHECKING:
 
 
 class ConsolidationService:
-    def __init__(self, consolidator: Consolidator, model: ModelWork) -> None:
-        self.consolidator, self.model = consolidator, model
+    def __init__(self, consolidator: Consolidator, work: ModelWork) -> None:
+        self.consolidator, self.work = consolidator, work
 
     def handlers(self) -> dict[str, Handler]:
         return {"kumiho_memory_consolidate": self.consolidate}
@@ -42,7 +42,7 @@ class ConsolidationService:
             if not working.count(project, session_id):
                 raise Conflict(f"No messages to consolidate in session {session_id}: nothing was buffered "
                                "(or it was consolidated already)", field="session_id")
-            unready = self.model.model_ready()
+            unready = self.work.model_ready()
             if unready:
                 raise InvalidArgument(f"summary: {unready} to summarise the session; pass an agent-written "
                                       "summary (text or {title, summary, …}), or install the model "
@@ -56,6 +56,6 @@ class ConsolidationService:
         if provided is not None:
             result = work(None)
         else:
-            result = self.model.run("consolidate", work, key=f"consolidate:{project}:{session_id}",
+            result = self.work.run("consolidate", work, key=f"consolidate:{project}:{session_id}",
                                     description=f"consolidate session {session_id}")
         return {**result, "session_id": session_id, "session_id_source": source}

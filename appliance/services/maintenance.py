@@ -12,14 +12,15 @@ from typing import TYPE_CHECKING, Any
 
 from appliance.core import kref as krefs
 from appliance.core.ports import ChatModel
-from appliance.errors import InvalidArgument, NotFound
+from appliance.errors import InvalidArgument
 from appliance.graph import GraphStore
 from appliance.jobs import Job
 from appliance.memory import space_profile, typed_graph
 from appliance.memory.client import Client
 from appliance.memory.dream import DreamParams, DreamState
 from appliance.memory.edges import EdgeRequest
-from appliance.memory.model_tools import ModelOptions
+from appliance.memory.model_options import ModelOptions
+from appliance.memory.recall import check_spaces
 from appliance.memory.spaces import check_project, project_for, scopes
 from appliance.operations.maintenance import DecomposeInput, DiscoverEdgesInput, DreamStateInput, SpaceProfileInput
 from appliance.services.model_work import ModelWork
@@ -49,7 +50,7 @@ class MaintenanceService:
         request = EdgeRequest(source.kref, spaces=scopes(krefs.parse(source.kref).project, args.space_paths),
                               max_queries=args.max_queries, max_edges=args.max_edges, min_score=args.min_score,
                               edge_type=args.edge_type, summary=args.summary)
-        self._check_spaces(request.spaces)
+        check_spaces(self.graph, request.spaces)
         job = self.work.queue().submit("discover_edges", lambda job: self.work.discover([request], job),
                                        lane="interactive", description=f"discover edges of {source.kref}")
         result = self.work.wait_for(job)
@@ -57,16 +58,6 @@ class MaintenanceService:
             return {"edges": [], "count": 0, **result}
         return {"edges": result["edges"], "count": len(result["edges"]),
                 "queries": result["queries"][source.kref], "job_id": job.id}
-
-    def _check_spaces(self, spaces: tuple[str, ...]) -> None:
-        for space in spaces:
-            if space.count("/") == 1:  # a project's root
-                continue
-            try:
-                self.graph.get_space(space)
-            except NotFound:
-                raise NotFound(f"space_paths: {space} does not exist; name an existing space or the project "
-                               "itself", field="space_paths") from None
 
     # -- Dream State ----------------------------------------------------------------------------------------
     def dream_state(self, args: DreamStateInput, client: Client) -> dict[str, Any]:

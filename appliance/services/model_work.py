@@ -2,8 +2,8 @@
 for a job with a bound (then answering with its id), and edge discovery as a job (discover_edges runs it
 and waits; reflect queues it for its captures and does not wait).
 
-A service is given one ``ModelWork`` instead of inheriting these: the memory, maintenance and code services
-all hold the same one (``appliance.services.Parts.work``)."""
+A service is given one ``ModelWork`` instead of inheriting these: the recall, write (through its edge discovery),
+consolidation, maintenance and code services all hold the same one (``appliance.services.Parts.work``)."""
 
 from __future__ import annotations
 
@@ -15,25 +15,21 @@ from appliance.errors import KumihoError
 from appliance.graph import GraphStore
 from appliance.jobs import Job, JobQueue
 from appliance.memory.edges import EdgeDiscovery, EdgeRequest
-from appliance.memory.model_tools import NO_MODEL, ModelOptions
+from appliance.memory.model_options import NO_MODEL, ModelOptions
 from appliance.memory.recall import Recaller
 
 
 class ModelWork:
-    def __init__(self, graph: GraphStore, recaller: Recaller, model: ChatModel, jobs: JobQueue | None,
+    def __init__(self, graph: GraphStore, recaller: Recaller, model: ChatModel, jobs: JobQueue,
                  options: ModelOptions) -> None:
         self.graph, self.recaller, self.model, self.jobs, self.options = graph, recaller, model, jobs, options
 
     def model_ready(self) -> str | None:
         """None when model-backed work can run; otherwise why not (for ``skipped:`` answers)."""
         status = model_status(self.model)
-        if not status.available or self.jobs is None:
-            return f"{NO_MODEL} ({status.reason or 'no job queue'})"
-        return None
+        return None if status.available else f"{NO_MODEL} ({status.reason or 'not available'})"
 
     def queue(self) -> JobQueue:
-        if self.jobs is None:
-            raise ModelError(f"{NO_MODEL}: the appliance runs without a job queue")
         return self.jobs
 
     def run(self, kind: str, work: Callable[[Job], dict[str, Any]], *, key: str, description: str
@@ -44,7 +40,7 @@ class ModelWork:
     def wait_for(self, job: Job) -> dict[str, Any]:
         """The job's result when it finishes within ``tool_wait_seconds``; its error as a tool error; else a
         note that it goes on in the background (its progress shows at /api/jobs/<id>)."""
-        if not self.jobs or not self.jobs.wait(job, self.options.tool_wait_seconds):
+        if not self.jobs.wait(job, self.options.tool_wait_seconds):
             return {"status": "running", "job_id": job.id, "progress": job.to_dict()["progress"],
                     "message": f"still running after {self.options.tool_wait_seconds:g} s; it goes on in the "
                                f"background (GET /api/jobs/{job.id} shows its progress)"}

@@ -1,22 +1,22 @@
 """The operator tools (``memory_*``, MISSION §2 and §6): Revka's Operator-side wrappers of the memory tools.
 ``memory_engage`` floors ``min_score`` at ``[memory] min_relevance_score`` and caps ``limit`` at the client's
 (D10) or the configured ``[kumiho] memory_retrieval_limit``; ``memory_graph`` returns the dashboard's shape.
-The wrappers call the recall service's typed methods and read the graph store directly."""
+The wrappers call the recall, write and structure services' typed methods; ``memory_graph`` reads the graph
+store directly."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from appliance.core import kref as krefs
 from appliance.core.model import Item
-from appliance.errors import InvalidArgument
 from appliance.graph import GraphStore
-from appliance.memory import records, views
+from appliance.memory import records
 from appliance.memory.client import Client
 from appliance.memory.spaces import project_for
+from appliance.operations.graph import GetItemInput, GetRevisionByTagInput, ResolveKrefInput, SearchItemsInput
 from appliance.operations.operator import (
     OperatorEngageInput,
     OperatorFulltextInput,
@@ -31,15 +31,16 @@ from appliance.operations.operator import (
 from appliance.operations.recall import FulltextSearchInput, RetrieveInput
 from appliance.operations.writes import ReflectInput
 from appliance.services.recall import RecallRequest, RecallService
+from appliance.services.structure import StructureService
 from appliance.services.writes import WriteService
 
-Handler = Callable[[Any, Client], dict[str, Any]]
-
+if TYPE_CHECKING:
+    from appliance.services import Handler
 
 class OperatorService:
-    def __init__(self, recall: RecallService, writes: WriteService, graph: GraphStore, *, min_relevance: float,
-                 retrieval_limit: int) -> None:
-        self.recall, self.writes, self.graph = recall, writes, graph
+    def __init__(self, recall: RecallService, writes: WriteService, structure: StructureService, graph: GraphStore,
+                 *, min_relevance: float, retrieval_limit: int) -> None:
+        self.recall, self.writes, self.structure, self.graph = recall, writes, structure, graph
         self.min_relevance, self.retrieval_limit = min_relevance, retrieval_limit
 
     def handlers(self) -> dict[str, Handler]:
@@ -56,7 +57,7 @@ class OperatorService:
         request = RecallRequest(
             query=query, project=project_for(args.project, client), space_paths=tuple(args.space_paths or ()),
             memory_types=tuple(args.memory_types or ()), limit=limit, min_score=floor,
-            graph_augmented=args.graph_augmented, kind=args.memory_item_kind or "conversation",
+            graph_augmented=args.graph_augmented, kind=args.memory_item_kind,
             order="latest" if args.mode == "latest" else "relevance")
         result = self.recall.cached("memory_engage", asdict(request), client,
                                     lambda: self.recall.engaged(self.recall.run(request), request.recall_mode))
@@ -76,11 +77,10 @@ class OperatorService:
             limit=args.limit, mode=args.mode), client)
 
     def search(self, args: OperatorSearchInput, client: Client) -> dict[str, Any]:
-        page = self.graph.search_items(context_filter=args.context_filter, name_filter=args.name_filter,
-                                       kind_filter=args.kind_filter)
-        return {"items": [views.item_view(i, args.include_metadata) for i in page.items], "count": len(page.items),
-                "total": page.total_count,
-                "filters": {"context": args.context_filter, "name": args.name_filter, "kind": args.kind_filter}}
+        found = self.structure.search_items(SearchItemsInput(
+            context_filter=args.context_filter, name_filter=args.name_filter, kind_filter=args.kind_filter,
+            include_metadata=args.include_metadata), client)
+        return {**found, "total": found.get("total", found["count"])}  # the operator's answer always has it
 
     def fulltext(self, args: OperatorFulltextInput, client: Client) -> dict[str, Any]:
         return self.recall.fulltext(FulltextSearchInput(
@@ -88,24 +88,16 @@ class OperatorService:
             include_revision_metadata=args.include_revision_metadata, limit=args.limit), client)
 
     def get_item(self, args: OperatorKrefInput, client: Client) -> dict[str, Any]:
-        return views.item_view(self.graph.get_item(args.kref))
+        return self.structure.get_item(GetItemInput(kref=args.kref), client)
 
     def resolve_kref(self, args: OperatorKrefInput, client: Client) -> dict[str, Any]:
-        """The file an item, revision or artifact kref points to (a revision's default artifact)."""
-        found = self.graph.resolve(args.kref)
-        location = None
-        if found.artifact is not None:
-            location = found.artifact.location
-        elif found.revision is not None and found.revision.default_artifact:
-            location = self.graph.get_artifact(f"{found.revision.kref}&a={found.revision.default_artifact}").location
-        return {"kref": found.kref, "target": found.target, "location": location, "resolved": location is not None}
+        return self.structure.resolve_kref(ResolveKrefInput(kref=args.kref), client)
 
     def get_revision_by_tag(self, args: OperatorGetRevisionByTagInput, client: Client) -> dict[str, Any]:
-        return views.revision_view(self.graph.revision_by_tag(args.item_kref, args.tag or "published"))
+        return self.structure.get_revision_by_tag(GetRevisionByTagInput(item_kref=args.item_kref, tag=args.tag),
+                                                  client)
 
     def store(self, args: OperatorStoreInput, client: Client) -> dict[str, Any]:
-        if not args.title.strip():
-            raise InvalidArgument("title: give the memory a title", field="title")
         return self.writes.store(args, client, operator=True)
 
     def graph_view(self, args: OperatorGraphInput, client: Client) -> dict[str, Any]:
@@ -113,7 +105,8 @@ class OperatorService:
         project = project_for(args.project, client)
         kinds = {k.strip() for k in (args.kinds or "").split(",") if k.strip()}
         space = (args.space or "").strip().strip("/")
-        context = space if space.startswith(project) else f"{project}/{space}" if space else project
+        inside = space == project or space.startswith(project + "/")  # a path in another project is relative
+        context = space if inside else f"{project}/{space}" if space else project
         self.graph.get_project(project)
         items = [i for i in _all_items(self.graph, context)
                  if (not kinds or i.kind in kinds) and i.kind != "bundle"

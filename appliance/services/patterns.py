@@ -98,9 +98,6 @@ class PatternService:
     # -- patterns ----------------------------------------------------------------------------------------
     def prepare_patterns(self, args: PreparePatternsInput, client: Client) -> dict[str, Any]:
         spaces = _absolute_spaces(args.space_paths)
-        if not args.source_krefs:
-            raise InvalidArgument("source_krefs: give 1-12 pinned experience or outcome revision krefs",
-                                  field="source_krefs")
         snapshots: dict[str, dict[str, Any]] = {}
         for index, ref in enumerate(args.source_krefs):
             field = f"source_krefs[{index}]"
@@ -251,9 +248,6 @@ class PatternService:
 
 
 def _absolute_spaces(values: list[str]) -> list[str]:
-    if not values:
-        raise InvalidArgument("space_paths: name 1-8 absolute spaces such as /CognitiveMemory/experiences",
-                              field="space_paths")
     spaces = []
     for index, value in enumerate(values):
         field = f"space_paths[{index}]"

@@ -11,13 +11,12 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from appliance.core import insights
 from appliance.core import kref as krefs
-from appliance.core.ports import ChatModel, model_status
 from appliance.core.search import SearchFilter, SearchRequest
-from appliance.errors import InvalidArgument, NotFound
+from appliance.errors import NotFound
 from appliance.graph import GraphStore
 from appliance.memory import records, views
 from appliance.memory.augmented import augmented_recall
@@ -26,13 +25,14 @@ from appliance.memory.client import Client
 from appliance.memory.recall import Recaller, RecallQuery, Stopwatch, check_spaces
 from appliance.memory.spaces import project_for, scopes
 from appliance.operations.recall import EngageInput, FulltextSearchInput, RecallInput, RecallMode, RetrieveInput
+from appliance.services.model_work import ModelWork
+
+if TYPE_CHECKING:
+    from appliance.services import Handler
 
 MAX_RESULTS = 100  # a larger limit is accepted (Kumiho's clients send up to 1000) and treated as this
 LEARNED_KINDS = ("experience", "pattern_candidate")  # what include_learned_sources searches besides memories
 MAX_LEARNED = 3
-
-Handler = Callable[[Any, Client], dict[str, Any]]
-
 
 @dataclass(frozen=True)
 class RecallRequest:
@@ -58,10 +58,8 @@ class Recalled:
 
 
 class RecallService:
-    def __init__(self, graph: GraphStore, recaller: Recaller, cache: RecallCache, model: ChatModel, *,
-                 reformulate_seconds: float) -> None:
-        self.graph, self.recaller, self.cache, self.model = graph, recaller, cache, model
-        self.reformulate_seconds = reformulate_seconds
+    def __init__(self, graph: GraphStore, recaller: Recaller, cache: RecallCache, work: ModelWork) -> None:
+        self.graph, self.recaller, self.cache, self.work = graph, recaller, cache, work  # work: the model's readiness
 
     def handlers(self) -> dict[str, Handler]:
         return {"kumiho_memory_engage": self.engage, "kumiho_memory_recall": self.recall,
@@ -84,8 +82,8 @@ class RecallService:
     def engage(self, args: EngageInput, client: Client) -> dict[str, Any]:
         """Recall plus the prompt-ready ``context``; with ``include_insights`` the insight brief and the
         synthesis request (reference §4.5 step 7), which ``current_context``, ``goals`` and
-        ``include_learned_sources`` feed: they shape the request the host's model answers, not the recall."""
-        _check_insight_options(args)
+        ``include_learned_sources`` feed: they shape the request the host's model answers, not the recall
+        (without ``include_insights`` the first two are named in ``unused``; the input refuses the third)."""
         request = RecallRequest(
             query=args.query, project=project_for(None, client), space_paths=tuple(args.space_paths or ()),
             memory_types=tuple(args.memory_types or ()), limit=min(args.limit, MAX_RESULTS),
@@ -97,6 +95,8 @@ class RecallService:
             if args.include_insights:
                 with recalled.watch.stage("insight"):
                     result.update(self._insight(args, request, recalled))
+            if unused := _unused(args):
+                result["unused"] = unused
             result["timing_ms"] = recalled.watch.report()
             result["approx_payload_tokens"] = len(json.dumps(result, ensure_ascii=False, default=str)) // 4
             return result
@@ -106,13 +106,13 @@ class RecallService:
     def retrieve(self, args: RetrieveInput, client: Client) -> dict[str, Any]:
         """Modes search (relevance), latest (newest first) and first (the oldest match) — reference §4.6."""
         query = " ".join(p for p in (args.query or "", *(args.keywords or ()), *(args.topics or ())) if p.strip())
-        mode = _retrieve_mode(args.mode, query)
+        mode = _mode_of(args, query)
         project = project_for(args.project, client)
         limit = min(args.limit, MAX_RESULTS)
         request = RecallRequest(
             query=query, project=project, space_paths=tuple(args.space_paths or ()),
             memory_types=tuple(args.memory_types or ()), limit=max(limit * 4, 20) if mode != "search" else limit,
-            kind=args.memory_item_kind or "conversation", order="latest" if mode == "latest" else "relevance")
+            kind=args.memory_item_kind, order="latest" if mode == "latest" else "relevance")
         found = self.run(request).results
         if mode == "first":
             found = sorted(found, key=lambda r: r["created_at"])[:1]
@@ -173,12 +173,12 @@ class RecallService:
         augmented: dict[str, Any] | None = None
         with watch.stage("retrieval"):
             if request.graph_augmented and request.query.strip():
-                unready = self._model_unready()
+                unready = self.work.model_ready()
                 if unready:
                     augmented = {"used": False, "note": f"unavailable: {unready}; plain recall was used"}
                 else:
-                    results, report = augmented_recall(self.recaller, self.graph, self.model, query,
-                                                       timeout=self.reformulate_seconds, watch=watch)
+                    results, report = augmented_recall(self.recaller, self.graph, self.work.model, query,
+                                                       timeout=self.work.options.reformulate_seconds, watch=watch)
                     augmented = {"used": True, **report}
             if augmented is None or not augmented["used"]:
                 results = self.recaller.recall(query, watch)
@@ -206,10 +206,6 @@ class RecallService:
         return result
 
     # -- helpers ---------------------------------------------------------------------------------------
-    def _model_unready(self) -> str | None:
-        status = model_status(self.model)
-        return None if status.available else f"no local model ({status.reason or 'not available'})"
-
     def _insight(self, args: EngageInput, request: RecallRequest, recalled: Recalled) -> dict[str, Any]:
         """insight_brief and synthesis_request (and learned_source_status): from the memories recalled, plus
         with include_learned_sources up to three experiences or pattern proposals (one more search)."""
@@ -269,28 +265,20 @@ def _augmented(recalled: Recalled) -> dict[str, Any]:
     return {"graph_augmented": recalled.augmented} if recalled.augmented is not None else {}
 
 
-def _check_insight_options(args: EngageInput) -> None:
-    """What only the insight request uses needs include_insights (Kumiho refuses learned sources without
-    it too): refused before anything runs, rather than silently ignored."""
+UNUSED = "only the insight request (include_insights: true) reads it"
+
+
+def _unused(args: EngageInput) -> dict[str, str]:
+    """current_context and goals given without include_insights: accepted (Kumiho's clients may always send
+    current_context), and named in the answer's ``unused`` so the caller knows they changed nothing."""
     if args.include_insights:
-        return
-    for field, given in (("include_learned_sources", args.include_learned_sources),
-                         ("current_context", bool(args.current_context)), ("goals", bool(args.goals))):
-        if given:
-            raise InvalidArgument(
-                f"{field}: requires include_insights=true; it feeds the synthesis request that engage returns "
-                "with insights (recall itself uses the query). Add include_insights=true or leave it out",
-                field=field)
+        return {}
+    return {field: UNUSED for field, given in (("current_context", args.current_context), ("goals", args.goals))
+            if given}
 
 
-def _retrieve_mode(mode: str, query: str) -> str:
-    normal = re.sub(r"[\s-]+", "_", mode.strip().lower())
-    if normal in ("latest", "newest", "recent", "most_recent"):
-        return "latest"
-    if normal in ("first", "earliest", "oldest", "initial"):
-        return "first"
-    if normal == "" and re.search(r"\b(first|earliest|oldest|initial)\b", query.lower()):
-        return "first"
-    if normal in ("search", ""):
-        return "search"
-    raise InvalidArgument(f"mode: {mode!r} is not a retrieve mode; use search, latest or first", field="mode")
+def _mode_of(args: RetrieveInput, query: str) -> str:
+    """The mode asked for (the input has normalised it); none: first when the query asks for the first."""
+    if args.mode:
+        return args.mode
+    return "first" if re.search(r"\b(first|earliest|oldest|initial)\b", query.lower()) else "search"

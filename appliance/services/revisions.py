@@ -9,10 +9,10 @@ directory must stay inside it once resolved.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from appliance.core import kref as krefs
 from appliance.core import names
@@ -39,6 +39,9 @@ from appliance.operations.revisions import (
     TagInput,
 )
 
+if TYPE_CHECKING:
+    from appliance.services import Handler
+
 _URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 _FILE_URI = "file://"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -60,7 +63,7 @@ class RevisionService:
     def __init__(self, graph: GraphStore, data_root: Path) -> None:
         self.graph, self.data_root = graph, data_root
 
-    def handlers(self) -> dict[str, Callable[[Any, Client], dict[str, Any]]]:
+    def handlers(self) -> dict[str, Handler]:
         return {
             "kumiho_get_item_revisions": self.get_item_revisions, "kumiho_get_revision": self.get_revision,
             "kumiho_get_revision_as_of": self.get_revision_as_of,

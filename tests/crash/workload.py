@@ -23,7 +23,7 @@ import httpx
 from tests.mcp_api.clients import RevkaLikeClient
 
 # What the appliance logs at debug level before and after the moments worth a kill (appliance/search/worker.py,
-# appliance/memory/service.py): the kill lands after the first line and, if aimed well, before the second.
+# appliance/memory/consolidation.py): the kill lands after the first line and, if aimed well, before the second.
 MARKS = {
     "index round": ("index round: writing", "index round: finished"),
     "compaction": ("index compaction: started", "index compaction: finished"),

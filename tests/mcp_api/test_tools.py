@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from appliance.mcp_api.catalogue import tools
+from appliance.mcp_api.server import build_server
 from appliance.operations.catalogue import operations
 from tests.appliance_process import Running, serve
 from tests.mcp_api.clients import RevkaLikeClient, call, http_session, in_http_session
@@ -376,3 +377,19 @@ def test_operator_lookup_tools(app: Running) -> None:
     assert any("restart" in r["item"]["item_name"] for r in out["fulltext"]["results"])
     assert out["retrieve"]["item_krefs"][0] == out["stored"]["item_kref"]
     assert out["no_title"].is_error and "title" in out["no_title"].content[0].text
+
+
+def test_start_up_refuses_a_tool_without_a_service_and_a_service_without_a_tool() -> None:
+    """The server is built only when the served catalogue and the handler table agree, both ways."""
+    def performed(args: Any, client: Any) -> dict[str, Any]:
+        return {}
+
+    table = {name: performed for name in tools()}
+    assert build_server(table, "CognitiveMemory")  # complete: it starts
+    without = {name: h for name, h in table.items() if name != "kumiho_memory_engage"}
+    with pytest.raises(RuntimeError, match="no service performs kumiho_memory_engage"):
+        build_server(without, "CognitiveMemory")
+    with pytest.raises(RuntimeError, match="no operation declares kumiho_made_up"):
+        build_server({**table, "kumiho_made_up": performed}, "CognitiveMemory")
+    gated = {name for name, op in operations().items() if op.gate}  # behind a switch that is off: not served
+    assert build_server({**table, **{name: performed for name in gated}}, "CognitiveMemory")

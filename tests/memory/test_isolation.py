@@ -157,3 +157,19 @@ def test_model_backed_work_in_one_project_never_reaches_another(
 
 def _calls_text(calls: list[Any]) -> str:
     return json.dumps([c.messages for c in calls])
+
+
+def test_the_graph_view_of_a_project_never_shows_a_project_whose_name_extends_it(tmp_path: Path) -> None:
+    """``memory_graph`` for project Atlas with the space ``Atlas2/garden``: the space is Atlas's own
+    ``Atlas/Atlas2/garden`` (empty), not project Atlas2's ``garden``, whose name merely starts with "Atlas"."""
+    with serve_in_process(tmp_path / "data", None) as app:
+        for project in ("Atlas", "Atlas2"):
+            app.services.graph.ensure_project(project)
+            mcp(app, "kumiho_memory_store", {"title": f"{TOPIC} {project}", "user_text": f"{TOPIC} in {project}",
+                                             "space_path": "garden", "project": project})
+        foreign = mcp(app, "memory_graph", {"project": "Atlas", "space": "Atlas2/garden", "limit": 500})
+        assert "kref://Atlas2/" not in json.dumps(foreign) and not foreign["stats"]["total_items"], foreign
+        own = mcp(app, "memory_graph", {"project": "Atlas", "space": "Atlas/garden", "limit": 500})
+        assert own["stats"]["total_items"] == 1 and "kref://Atlas2/" not in json.dumps(own)
+        assert mcp(app, "memory_graph", {"project": "Atlas2", "space": "garden", "limit": 500})["stats"][
+            "total_items"] == 1

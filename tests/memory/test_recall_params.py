@@ -113,15 +113,28 @@ def test_learned_sources_add_experiences_to_the_request_only(app: InProcess, sto
     assert "learned_source_status" not in plain
 
 
-@pytest.mark.parametrize(("arguments", "field"), [
-    ({"include_learned_sources": True}, "include_learned_sources"),
-    ({"current_context": "We are mid-migration."}, "current_context"),
-    ({"goals": ["Ship on Friday"]}, "goals"),
-])
-def test_what_only_the_insight_request_uses_is_refused_without_include_insights(
-        app: InProcess, arguments: dict[str, Any], field: str) -> None:
-    error = refused(app, "kumiho_memory_engage", query="billing database", **arguments)
-    assert error["field"] == field and error["message"].startswith(f"{field}: requires include_insights=true")
+def test_learned_sources_without_include_insights_are_refused(app: InProcess) -> None:
+    error = refused(app, "kumiho_memory_engage", query="billing database", include_learned_sources=True)
+    assert error["field"] == "include_learned_sources"
+    assert error["message"].startswith("include_learned_sources: requires include_insights=true")
+
+
+def test_context_and_goals_without_include_insights_are_accepted_and_named_unused(app: InProcess) -> None:
+    """Kumiho's clients may send current_context on every engage: it is no error, and the answer says it
+    changed nothing (only the insight request reads it)."""
+    query = "billing database choice"
+    plain = run(app, "kumiho_memory_engage", query=query, limit=3)
+    out = run(app, "kumiho_memory_engage", query=query, limit=3, current_context="We are mid-migration.",
+              goals=["Ship on Friday"])
+    reason = "only the insight request (include_insights: true) reads it"
+    assert out["unused"] == {"current_context": reason, "goals": reason}
+    assert out["results"] == plain["results"] and out["context"] == plain["context"]
+    assert "synthesis_request" not in out and "unused" not in plain
+    alone = run(app, "kumiho_memory_engage", query=query, limit=3, current_context="We are mid-migration.")
+    assert alone["unused"] == {"current_context": reason}
+    used = run(app, "kumiho_memory_engage", query=query, limit=3, include_insights=True,
+               current_context="We are mid-migration.")
+    assert "unused" not in used and used["synthesis_request"]["current_context"] == "We are mid-migration."
 
 
 def test_engage_reports_its_payload_size_and_the_time_of_each_stage(app: InProcess) -> None:
@@ -176,3 +189,25 @@ def test_a_deprecated_memory_leaves_fulltext_and_recall_unless_asked_for(app: In
     assert out["item"] not in {r["item"]["kref"] for r in out["fulltext"]["results"]}
     assert out["item"] not in {r["item_kref"] for r in out["recall"]["results"]}
     assert out["item"] in {r["item"]["kref"] for r in out["with_deprecated"]["results"]}
+
+
+def test_retrieve_reads_kumihos_words_for_its_modes_and_refuses_others(app: InProcess,
+                                                                        stored: dict[str, Any]) -> None:
+    """The input normalises the mode ("Most Recent" is latest, "oldest" is first; none lets the query say it);
+    a word that is no mode is refused before anything is read, by both retrieve tools."""
+    for tool in ("kumiho_memory_retrieve", "memory_retrieve"):
+        assert run(app, tool, query="billing", mode="Most Recent")["mode"] == "latest"
+        assert run(app, tool, query="billing", mode="oldest")["mode"] == "first"
+        assert run(app, tool, query="the first billing decision", mode="")["mode"] == "first"
+        assert run(app, tool, query="billing decision", mode="")["mode"] == "search"
+        error = refused(app, tool, query="billing", mode="sideways")
+        assert error["field"] == "mode" and error["message"] == (
+            "mode: 'sideways' is not a retrieve mode; use search, latest or first")
+    # an empty kind is the default kind: the conversation memories are found
+    found = run(app, "kumiho_memory_retrieve", query="billing database choice", memory_item_kind="")
+    assert stored["decision"]["item_kref"] in found["item_krefs"]
+
+
+def test_the_operators_store_refuses_a_blank_title(app: InProcess) -> None:
+    error = refused(app, "memory_store", title="   ", user_text="A memory without a name.")
+    assert error == {"code": "invalid_argument", "message": "title: give the memory a title", "field": "title"}

@@ -304,6 +304,8 @@ def test_validate_insight_response_checks_citations_against_the_request(app: InP
      "request.schema"),
     ("kumiho_memory_check_pattern", {"pattern_kref": "kref://CognitiveMemory/p/x.pattern_candidate?r=1",
                                      "space_paths": ["/" + "s" * 256]}, "space_paths[0]"),
+    ("kumiho_memory_check_pattern", {"pattern_kref": "kref://CognitiveMemory/p/x.pattern_candidate?r=1",
+                                     "space_paths": []}, "space_paths"),
     ("kumiho_memory_validate_insight_response", {"request": {}, "response": "not an object"}, "response"),
 ])
 def test_malformed_calls_get_the_error_shape_naming_the_field(app: InProcess, tool: str, arguments: dict[str, Any],

@@ -1,6 +1,6 @@
 """What the model-backed work shares below the services: how it uses the model (``ModelOptions``), the
 plain "no local model" answer, and PII redaction of texts the model reads. The work itself is
-``appliance.services.model_work.ModelWork``; the tools are in ``appliance.services.maintenance``."""
+``appliance.services.model_work.ModelWork``; the tools that use it are in ``appliance.services``."""
 
 from __future__ import annotations
 
