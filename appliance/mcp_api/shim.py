@@ -151,10 +151,10 @@ class Shim:
             return None
         if response.headers.get("content-type", "").startswith("text/event-stream"):
             return _first_event(response.text)
-        payload = response.json()
+        payload: dict[str, Any] = response.json()  # the appliance's JSON-RPC answer: an object
         if response.status_code >= 400 and "jsonrpc" not in payload:
             raise RuntimeError(f"HTTP {response.status_code}: {payload}")
-        return payload  # type: ignore[no-any-return]
+        return payload
 
     def _emit(self, message: dict[str, Any]) -> None:
         with self._write_lock:
@@ -181,5 +181,6 @@ def _first_event(text: str) -> dict[str, Any] | None:
     for block in text.split("\n\n"):
         data = "\n".join(line[5:].lstrip() for line in block.splitlines() if line.startswith("data:"))
         if data:
-            return json.loads(data)  # type: ignore[no-any-return]
+            event: dict[str, Any] = json.loads(data)  # one JSON-RPC message per event
+            return event
     return None
