@@ -25,6 +25,8 @@ from appliance.errors import DataDirError, KumihoError, StorageError
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 _STOP = object()
+CHECKPOINT_WAL_BYTES = 16 * 1024 * 1024  # Kùzu's own threshold: a larger write-ahead log is checkpointed
+IDLE_CHECKPOINT_SECONDS = 1.0  # how soon an idle writer tries a checkpoint that is due
 
 
 class Connection:
@@ -171,6 +173,7 @@ class KuzuEngine:
                 "process; if it is damaged, restore a backup (kumiho-ce restore)."
             ) from exc
         self.path = path
+        self._wal = path.with_name(path.name + ".wal")
         self.connections = [Connection(self._db, max_statements) for _ in range(readers + 1)]
         self._readers: queue.SimpleQueue[Connection] = queue.SimpleQueue()
         for conn in self.connections[1:]:
@@ -180,10 +183,15 @@ class KuzuEngine:
         self._writer_conn = self.connections[0]
         self._writer = threading.Thread(target=self._write_loop, name="kuzu-writer", daemon=True)
         self._closed = False
-        self._rolled_back = False  # a checkpoint is due (see _rollback)
+        # Kùzu checkpoints inside COMMIT once its write-ahead log passes a threshold, and a checkpoint waits a
+        # bounded time for every other transaction to end: under long reads the COMMIT then fails and the
+        # write is lost to its caller. So the writer checkpoints itself, between transactions, and a
+        # checkpoint that cannot run now is simply tried again later (tests/graph/test_checkpoint.py).
+        self._checkpoint_due = False  # after a rolled-back write (see _rollback) or once the log is large
         self._tx = Tx(self._writer_conn)  # the writer thread's one Tx: nested jobs share its transaction
         self.on_commit: list[Callable[[], None]] = []  # called on the writer thread after each commit
         if not read_only:
+            self._writer_conn.execute("CALL auto_checkpoint=false", {})
             self._writer.start()
 
     # -- writes ---------------------------------------------------------------------------------------
@@ -200,7 +208,11 @@ class KuzuEngine:
     def _write_loop(self) -> None:
         tx = self._tx
         while True:
-            item = self._jobs.get()
+            try:  # while a checkpoint is due, an idle moment is the time to try it
+                item = self._jobs.get(timeout=IDLE_CHECKPOINT_SECONDS if self._checkpoint_due else None)
+            except queue.Empty:
+                self._checkpoint_if_due()
+                continue
             if item is _STOP:
                 return
             job, future = item
@@ -208,12 +220,13 @@ class KuzuEngine:
                 continue
             began = False
             try:
-                self._checkpoint_after_rollback()
+                self._checkpoint_if_due()
                 self._writer_conn.recycle_if_full()  # between transactions: nothing of one is lost
                 self._writer_conn.execute("BEGIN TRANSACTION", {})
                 began, tx.wrote, tx.committed = True, False, []
                 result = job(tx)
                 self._writer_conn.execute("COMMIT", {})
+                self._checkpoint_due = self._checkpoint_due or self._wal_bytes() >= CHECKPOINT_WAL_BYTES
             except BaseException as exc:
                 if began:
                     self._rollback(checkpoint=tx.wrote)
@@ -234,20 +247,26 @@ class KuzuEngine:
         # a row fails ("Write-write conflict"), a rolled-back key can come back as a duplicate, and a few writes
         # later the process may crash inside Kùzu. A checkpoint clears them (tests/graph/test_rollback.py).
         if checkpoint:  # a job that only read and then refused leaves nothing to clear
-            self._rolled_back = True
-            self._checkpoint_after_rollback()
+            self._checkpoint_due = True
+            self._checkpoint_if_due()
 
-    def _checkpoint_after_rollback(self) -> None:
-        """Checkpoint once after a rollback, before the next transaction; a checkpoint that cannot run now
-        (Kùzu waits a bounded time for readers to leave) is tried again before the next write."""
-        if not self._rolled_back:
+    def _checkpoint_if_due(self) -> None:
+        """Checkpoint between transactions when one is due; one that cannot run now (Kùzu waits a bounded time
+        for readers to leave) is tried again before the next write or at the next idle moment."""
+        if not self._checkpoint_due:
             return
         try:
             self._writer_conn.execute("CHECKPOINT", {})
         except RuntimeError as exc:
-            log.warning("checkpoint after a rolled-back write failed (tried again before the next write): %s", exc)
+            log.info("checkpoint postponed (tried again before the next write): %s", exc)
             return
-        self._rolled_back = False
+        self._checkpoint_due = False
+
+    def _wal_bytes(self) -> int:
+        try:
+            return self._wal.stat().st_size
+        except FileNotFoundError:  # no write since the last checkpoint
+            return 0
 
     # -- reads ----------------------------------------------------------------------------------------
     def read(self, job: Callable[[Tx], T]) -> T:
