@@ -20,6 +20,7 @@ from typing import Any
 from appliance.core.model import Revision
 from appliance.errors import InvalidArgument, NotFound
 from appliance.graph import GraphStore
+from appliance.memory import records
 from appliance.memory.spaces import memory_item_name, slug
 
 KIND = "decision"
@@ -153,7 +154,7 @@ def _cursor(graph: GraphStore, project: str, repo: Repo) -> dict[str, list[str]]
         item = graph.get_item(f"kref://{decisions_project(project)}/{repo.name}/{CURSOR}")
     except (NotFound, InvalidArgument):
         return {}
-    return {key: _json_list(item.metadata.get(key)) for key in ("mined", "sessions")}
+    return {key: records.json_strings(item.metadata.get(key)) for key in ("mined", "sessions")}
 
 
 def _remember(graph: GraphStore, project: str, repo: Repo, key: str, values: list[str]) -> None:
@@ -222,7 +223,7 @@ def recall(graph: GraphStore, project: str, *, question: str = "", file: str = "
             continue
         score = 0.0
         if file:
-            hit = _file_score(_json_list(revision.metadata.get("files")), file, line)
+            hit = _file_score(records.json_strings(revision.metadata.get("files")), file, line)
             if not hit:
                 continue
             score += hit
@@ -247,8 +248,8 @@ def view(revision: Revision, score: float) -> dict[str, Any]:
     m = revision.metadata
     return {"kref": revision.kref, "item_kref": revision.item_kref, "title": m.get("title", ""),
             "decision": m.get("decision", ""), "rationale": m.get("rationale", ""),
-            "why_question": m.get("why_question", ""), "files": _json_list(m.get("files")),
-            "symbols": _json_list(m.get("symbols")), "evidence": _json_objects(m.get("evidence")),
+            "why_question": m.get("why_question", ""), "files": records.json_strings(m.get("files")),
+            "symbols": records.json_strings(m.get("symbols")), "evidence": _json_objects(m.get("evidence")),
             "confidence": m.get("confidence", ""), "commit": m.get("commit", ""),
             "commit_resolved": m.get("commit_resolved") == "true", "repo": m.get("repo", ""),
             "source": m.get("source", ""), "created_at": revision.created_at, "score": round(score, 4)}
@@ -286,14 +287,6 @@ def _file_score(files: list[str], wanted: str, line: int | None) -> float:
             score += 0.5 if start <= line <= (end or start) else -0.25
         best = max(best, score)
     return best
-
-
-def _json_list(text: str | None) -> list[str]:
-    try:
-        value = json.loads(text) if text else []
-    except ValueError:
-        return []
-    return [str(v) for v in value] if isinstance(value, list) else []
 
 
 def _json_objects(text: str | None) -> list[dict[str, str]]:

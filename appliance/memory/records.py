@@ -92,3 +92,12 @@ def metadata_values(values: dict[str, Any] | None) -> dict[str, str]:
     """Caller metadata as strings: non-strings JSON-encoded, ``None`` dropped (reference §4.8 step 7)."""
     return {str(k): v if isinstance(v, str) else json.dumps(v, default=str)
             for k, v in (values or {}).items() if v is not None}
+
+
+def json_strings(text: str | None) -> list[str]:
+    """A JSON list kept in a metadata value or a session field, as strings; anything else reads as empty."""
+    try:
+        value = json.loads(text) if text else []
+    except ValueError:
+        return []
+    return [str(v) for v in value] if isinstance(value, list) else []

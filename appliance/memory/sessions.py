@@ -12,6 +12,7 @@ import json
 from datetime import UTC
 
 from appliance.errors import Conflict, InvalidArgument
+from appliance.memory import records
 from appliance.memory.working import Clock, WorkingMemory, utc_now
 
 DEFAULT_CONTEXT = "personal"
@@ -73,11 +74,7 @@ RECALLED_KEPT = 20  # krefs a session remembers having recalled or cited (its su
 
 def recalled(wm: WorkingMemory, project: str, session_id: str) -> list[str]:
     """What the session recalled (ingest) or cited (reflect's ``source_krefs``), newest first."""
-    try:
-        value = json.loads(wm.metadata(project, session_id).get("recalled") or "[]")
-    except ValueError:
-        return []
-    return [str(v) for v in value] if isinstance(value, list) else []
+    return records.json_strings(wm.metadata(project, session_id).get("recalled"))
 
 
 def remember_recalled(wm: WorkingMemory, project: str, session_id: str, found: list[str]) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 from appliance.core.model import Revision
 from appliance.errors import InvalidArgument, NotFound
 from appliance.graph import GraphStore, NewEdge
+from appliance.memory import records
 from appliance.memory.spaces import slug
 
 ENTITY_SPACE, ENTITY_KIND = "entities", "entity"
@@ -118,8 +119,8 @@ class _Writer:
             current = g.create_revision(item.kref, {**metadata, "anchor_kref": self.anchor.kref})
             self.counts["entities" if kind == ENTITY_KIND else "facts"] += 1
         elif kind == ENTITY_KIND and metadata.get("aliases"):
-            known = _json_list(current.metadata.get("aliases"))
-            merged = list(dict.fromkeys([*known, *_json_list(metadata["aliases"])]))
+            known = records.json_strings(current.metadata.get("aliases"))
+            merged = list(dict.fromkeys([*known, *records.json_strings(metadata["aliases"])]))
             if merged != known:
                 current = g.update_revision_metadata(current.kref, {"aliases": json.dumps(merged)})
         self.edge(current.kref, self.anchor.kref, "DERIVED_FROM", {"basis": "decompose"})
@@ -229,9 +230,8 @@ def nodes(graph: GraphStore, project: str, kind: str, space: str | None = None) 
 def plan_maintenance(graph: GraphStore, project: str, code_project: str | None) -> MaintenancePlan:
     plan = MaintenancePlan()
     entities = nodes(graph, project, ENTITY_KIND, ENTITY_SPACE)
-    plan.entity_merges = _merge_by(entities, lambda r: [_tokens(r.metadata.get("name", "")),
-                                                        *(_tokens(a) for a in _json_list(r.metadata.get("aliases")))],
-                                   "alias")
+    plan.entity_merges = _merge_by(entities, lambda r: [_tokens(r.metadata.get("name", "")), *(
+        _tokens(a) for a in records.json_strings(r.metadata.get("aliases")))], "alias")
     facts = nodes(graph, project, FACT_KIND, FACT_SPACE)
     plan.fact_merges = _merge_by(facts, lambda r: [_tokens(r.metadata.get("statement", ""))], "statement")
     merged = {m.duplicate.kref for m in plan.entity_merges + plan.fact_merges}
@@ -266,8 +266,9 @@ def apply_maintenance(graph: GraphStore, plan: MaintenancePlan) -> dict[str, int
     for merge in plan.entity_merges + plan.llm_merges + plan.fact_merges + plan.decision_dupes:
         repointed += _repoint(graph, merge)
         if merge.why in ("alias", "model"):
-            aliases = [merge.duplicate.metadata.get("name", ""), *_json_list(merge.duplicate.metadata.get("aliases")),
-                       *_json_list(merge.canonical.metadata.get("aliases"))]
+            aliases = [merge.duplicate.metadata.get("name", ""),
+                       *records.json_strings(merge.duplicate.metadata.get("aliases")),
+                       *records.json_strings(merge.canonical.metadata.get("aliases"))]
             graph.update_revision_metadata(merge.canonical.kref, {"aliases": json.dumps(
                 [a for a in dict.fromkeys(aliases) if a and a != merge.canonical.metadata.get("name")])})
         graph.update_revision_metadata(merge.duplicate.kref, {"merged_into": merge.canonical.kref})
@@ -317,11 +318,3 @@ def _all_edges(graph: GraphStore, kref: str, direction: str) -> list[Any]:
         cursor = page.next_cursor
         if not cursor or len(edges) >= MAX_LISTED:
             return edges
-
-
-def _json_list(text: str | None) -> list[str]:
-    try:
-        value = json.loads(text) if text else []
-    except ValueError:
-        return []
-    return [str(v) for v in value] if isinstance(value, list) else []
