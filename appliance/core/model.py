@@ -5,6 +5,7 @@ Krefs are kept as canonical strings; timestamps are ISO-8601 with an explicit ``
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
@@ -167,6 +168,19 @@ class Page(Generic[T]):
     @property
     def has_more(self) -> bool:
         return self.next_cursor is not None
+
+
+def every_item(fetch: Callable[[str | None], Page[T]], limit: int | None = None) -> list[T]:
+    """The items of a paged listing, page after page (``fetch(cursor)`` reads one); at most about ``limit``
+    when given (the page that reaches it is kept whole)."""
+    items: list[T] = []
+    cursor: str | None = None
+    while True:
+        page = fetch(cursor)
+        items += page.items
+        cursor = page.next_cursor
+        if not cursor or (limit is not None and len(items) >= limit):
+            return items
 
 
 @dataclass(frozen=True, slots=True)

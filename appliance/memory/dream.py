@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from appliance.core import names
-from appliance.core.model import Revision
+from appliance.core.model import Revision, every_item
 from appliance.core.ports import ChatModel, ModelCancelled, ModelError, answer_budget
 from appliance.errors import InvalidArgument, KumihoError, NotFound
 from appliance.fsutil import inside, write_durably
@@ -276,13 +276,9 @@ class DreamState:
 
     # -- steps -----------------------------------------------------------------------------------------
     def _collect(self, params: DreamParams, last_run: str | None) -> list[Revision]:
-        items, cursor = [], None
-        while True:
-            page = self.graph.search_items(context_filter=params.project, kind_filter=params.kind, cursor=cursor)
-            items += [i.kref for i in page.items if f"/{CURSOR_SPACE}/" not in i.kref]
-            cursor = page.next_cursor
-            if not cursor:
-                break
+        found = every_item(lambda cursor: self.graph.search_items(context_filter=params.project,
+                                                                   kind_filter=params.kind, cursor=cursor))
+        items = [i.kref for i in found if f"/{CURSOR_SPACE}/" not in i.kref]
         current = self.graph.current_revisions(items)
         fresh = [r for r in current.values() if not r.deprecated and (last_run is None or r.created_at > last_run)]
         return sorted(fresh, key=lambda r: (r.created_at, r.kref))

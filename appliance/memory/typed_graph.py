@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from appliance.core.model import Revision
+from appliance.core.model import Revision, every_item
 from appliance.errors import InvalidArgument, NotFound
 from appliance.graph import GraphStore, NewEdge
 from appliance.memory import records
@@ -311,10 +311,4 @@ def _repoint(graph: GraphStore, merge: Merge) -> int:
 
 
 def _all_edges(graph: GraphStore, kref: str, direction: str) -> list[Any]:
-    edges, cursor = [], None
-    while True:
-        page = graph.get_edges(kref, direction=direction, cursor=cursor)
-        edges += page.items
-        cursor = page.next_cursor
-        if not cursor or len(edges) >= MAX_LISTED:
-            return edges
+    return every_item(lambda cursor: graph.get_edges(kref, direction=direction, cursor=cursor), MAX_LISTED)

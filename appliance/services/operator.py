@@ -11,7 +11,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from appliance.core import kref as krefs
-from appliance.core.model import Item
+from appliance.core.model import Item, every_item
 from appliance.graph import GraphStore
 from appliance.memory import records
 from appliance.memory.client import Client
@@ -162,14 +162,7 @@ class OperatorService:
 
 
 def _all_items(graph: GraphStore, context: str) -> list[Item]:
-    items: list[Item] = []
-    cursor = None
-    while True:
-        page = graph.search_items(context_filter=context, page_size=1000, cursor=cursor)
-        items.extend(page.items)
-        cursor = page.next_cursor
-        if not cursor:
-            return items
+    return every_item(lambda cursor: graph.search_items(context_filter=context, page_size=1000, cursor=cursor))
 
 
 def _space_paths(project: str, item_spaces: list[str]) -> list[str]:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from appliance.core import kref as krefs
 from appliance.core import names
-from appliance.core.model import Artifact, Item, Revision
+from appliance.core.model import Artifact, Item, Revision, every_item
 from appliance.errors import AlreadyExists, InvalidArgument, KumihoError, NotFound
 from appliance.fsutil import inside
 from appliance.graph import GraphStore
@@ -82,14 +82,8 @@ class RevisionService:
     # -- revisions ----------------------------------------------------------------------------------------
     def get_item_revisions(self, args: ItemRevisionsInput, client: Client) -> dict[str, Any]:
         item = self._item(args.item_kref, "item_kref")
-        revisions: list[Revision] = []
-        cursor = None
-        while True:  # every revision: agents read one answer
-            page = self.graph.list_revisions(item.kref, page_size=_PAGE, cursor=cursor)
-            revisions += page.items
-            cursor = page.next_cursor
-            if not cursor:
-                break
+        # every revision: agents read one answer
+        revisions = every_item(lambda cursor: self.graph.list_revisions(item.kref, page_size=_PAGE, cursor=cursor))
         return {"item_kref": item.kref, "revisions": [revision_view(r, args.include_metadata) for r in revisions],
                 "count": len(revisions)}
 
