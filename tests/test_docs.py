@@ -6,6 +6,7 @@ from pathlib import Path
 
 from appliance.config import reference_markdown
 from appliance.mcp_api import docs as mcp_docs
+from appliance.mcp_api import tool_notes
 from appliance.operations.catalogue import operations
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,8 +32,8 @@ def test_the_mcp_tool_reference_documents_every_tool_once() -> None:
         assert spec.description in text, name
         for parameter in spec.input_schema.get("properties", {}):
             assert f"| `{parameter}` |" in text, (name, parameter)
-    grouped = [name for _, names, _ in mcp_docs.GROUPS for name in names]
-    assert sorted(grouped) == sorted(operations()), "every tool belongs to exactly one group of docs.py"
+    grouped = [name for _, names, _ in tool_notes.GROUPS for name in names]
+    assert sorted(grouped) == sorted(operations()), "every tool belongs to exactly one group of tool_notes.py"
 
 
 def test_the_mcp_tool_reference_takes_its_numbers_from_the_code() -> None:
