@@ -23,7 +23,7 @@ from appliance.core import redaction
 from appliance.errors import InvalidArgument, KumihoError
 from appliance.mcp_api.catalogue import tools
 from appliance.memory.client import Client
-from appliance.operations.catalogue import operations
+from appliance.operations.catalogue import operation, operations
 from appliance.operations.definition import Input, Operation
 from appliance.operations.validation import check_shape, parse
 from appliance.services import Handler
@@ -76,8 +76,8 @@ def retrieval_limit_from(value: str | None) -> int | None:
 
 def call(table: dict[str, Handler], name: str, arguments: dict[str, Any] | None, client: Client
          ) -> types.CallToolResult:
-    """One tool call, synchronously (the server runs it in a worker thread)."""
-    handler, op = table.get(name), tools().get(name)
+    """One tool call, synchronously (the server runs it in a worker thread); ``table`` holds the served tools."""
+    handler, op = table.get(name), operation(name)
     if handler is None or op is None:
         return error_result("not_found", f"unknown tool {name!r}; tools/list names the available ones")
     try:
@@ -133,7 +133,9 @@ def check_complete(table: dict[str, Handler]) -> None:
 
 def build_server(table: dict[str, Handler], default_project: str) -> Server[Any]:
     check_complete(table)
-    listed = [_tool(op) for op in tools().values()]
+    served = tools()  # the switches are read once, when the server is built, not on every call
+    listed = [_tool(op) for op in served.values()]
+    table = {name: table[name] for name in served}
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=listed)  # one page: agent hosts read it once, without paging
