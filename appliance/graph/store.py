@@ -2,7 +2,8 @@
 
 The parts live in sibling modules (structure, revisions, artifacts, bundles, links); this module adds what
 spans them: kref resolution, attributes and deprecation of any entity, the audit trail, statistics, and
-opening/closing. Nothing outside ``appliance.graph`` imports kuzu.
+opening/closing. The console's grouped counts and batched reads are in overview.py. Nothing outside
+``appliance.graph`` imports kuzu.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from appliance.graph.bundles import BundleStore
 from appliance.graph.engine import KuzuEngine, Tx
 from appliance.graph.links import LinkStore
 from appliance.graph.outbox import OutboxStore
+from appliance.graph.overview import OverviewStore
 from appliance.graph.resolve import item_node, locate, locate_revision, space_node
 
 T = TypeVar("T")
@@ -42,7 +44,7 @@ _KEYS = {"Project": "name", "Space": "path", "Item": "id", "Revision": "id", "Ar
 _COUNTED = ("Project", "Space", "Item", "Revision", "Artifact", "Event")
 
 
-class GraphStore(BundleStore, ArtifactStore, LinkStore, OutboxStore):
+class GraphStore(BundleStore, ArtifactStore, LinkStore, OutboxStore, OverviewStore):
     @classmethod
     def open(
         cls, path: Path, *, buffer_pool_mb: int = 256, readers: int = 4, clock: Clock = utc_now,

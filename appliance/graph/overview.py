@@ -1,0 +1,167 @@
+"""Reads for the operator's console: counts grouped in the database, the memory graph's items and edges in a
+few reads, and the items behind search hits in one read.
+
+Every query text here is constant (filters are parameters that may be empty), so each is compiled once per
+connection (engine.Connection) however often the console asks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from appliance.core.model import Edge, Item, Revision
+from appliance.errors import InvalidArgument
+from appliance.graph._support import StoreBase, edge_from, item_from, item_of, revision_from, to_kref
+from appliance.graph.engine import Tx
+
+MAX_IDS = 10_000  # ids one batched read takes (the graph view's largest sample)
+
+# A revision's memory type is its metadata's memory_type, else its type (memory.records.memory_type). Kùzu has
+# no JSON functions here, so the value is cut out of the stored JSON text (keys sorted, ``"key": "value"``);
+# a value holding an escaped quote is cut at it (memory types are single words). regexp_replace, not
+# regexp_extract: Kùzu 0.11's regexp_extract leaves the previous row's value where a row does not match.
+# Patterns are literals in the query text: Kùzu does not compile a regular expression given as a parameter.
+_CUT = r"regexp_replace(r.metadata, '^(?:.*\"{key}\": \"([^\"]*)\".*|.*)$', '\\1')"
+_MEMORY_TYPE = (f"WITH i, {_CUT.format(key='memory_type')} AS mt, {_CUT.format(key='type')} AS t "
+                "RETURN i.project, i.space, i.kind, lower(CASE WHEN mt <> '' THEN mt ELSE t END)")
+
+
+@dataclass(frozen=True, slots=True)
+class ItemCount:
+    """Items of one (project, space, kind, memory type) group; ``deprecated`` of them are hidden."""
+
+    project: str
+    space: str
+    kind: str
+    memory_type: str  # "" when the latest revision names none (or the item has no revision)
+    items: int
+    deprecated: int
+
+
+@dataclass(frozen=True, slots=True)
+class IndexLag:
+    pending: int  # revisions waiting for the search index
+    oldest_pending_at: str | None  # modified_at of the oldest of them (ISO), None when none wait
+
+
+@dataclass(frozen=True, slots=True)
+class GraphItems:
+    """The items a memory-graph query matches, newest first (ties by id), cut at the asked limit."""
+
+    items: list[Item]
+    total: int  # how many matched before the cut
+    kinds: dict[str, int]  # kind → items matched (before the cut)
+
+
+class OverviewStore(StoreBase):
+    def item_counts(self) -> list[ItemCount]:
+        """Items grouped by project, space, kind and the memory type of their latest revision, counted in the
+        database (the rows are groups, not items)."""
+        def job(tx: Tx) -> list[ItemCount]:
+            typed = tx.rows(
+                "MATCH (i:Item)-[l:TAGGED]->(r:Revision) WHERE l.tag = 'latest' AND l.until = '' "
+                f"{_MEMORY_TYPE}, i.deprecated, count(*)")
+            every = tx.rows("MATCH (i:Item) RETURN i.project, i.space, i.kind, i.deprecated, count(*)")
+            return _merge(typed, every)
+
+        return self._engine.read(job)
+
+    def revision_counts(self) -> dict[str, int]:
+        """Project → revisions of its items."""
+        rows = self._engine.read(lambda tx: tx.rows(
+            "MATCH (i:Item)-[:HAS_REVISION]->(r:Revision) RETURN i.project, count(r)"))
+        return {project: int(count) for project, count in rows}
+
+    def index_lag(self) -> IndexLag:
+        row = self._engine.read(lambda tx: tx.one(
+            "MATCH (r:Revision) WHERE NOT r.indexed RETURN count(r), min(r.modified_at)"))
+        pending = int(row[0]) if row else 0
+        return IndexLag(pending, row[1] if row and pending else None)
+
+    def tag_counts(self, project: str = "") -> dict[str, int]:
+        """Tag → revisions holding it now, over one project ('' = every project); ``latest`` included."""
+        rows = self._engine.read(lambda tx: tx.rows(
+            "MATCH (i:Item)-[t:TAGGED]->(:Revision) WHERE t.until = '' AND ($p = '' OR i.project = $p) "
+            "RETURN t.tag, count(*)", {"p": project}))
+        return {tag: int(count) for tag, count in rows}
+
+    def graph_items(self, project: str, space: str = "", kinds: list[str] | None = None, since: str = "",
+                    until: str = "", limit: int = 2000, by_name: bool = False) -> GraphItems:
+        """Live items (not deprecated, no bundles) of ``project``, in ``space`` (a path without the leading
+        "/", e.g. ``P/a``: that space and the ones below it) when given, of ``kinds`` when given, created in
+        [since, until) when given (ISO text, compared as stored); newest first, or by name with ``by_name``,
+        cut at ``limit``. The count and the per-kind counts are of every match."""
+        if not 1 <= limit <= MAX_IDS:
+            raise InvalidArgument(f"limit: give 1 to {MAX_IDS}", field="limit")
+        params = {"p": project, "s": "/" + space if space else "", "sp": "/" + space + "/", "any_kind": not kinds, "kinds": kinds or [""],
+                  "since": since, "until": until}
+        where = ("MATCH (i:Item) WHERE i.project = $p AND NOT i.deprecated AND i.kind <> 'bundle' "
+                 "AND ($s = '' OR i.space = $s OR starts_with(i.space, $sp)) "
+                 "AND ($any_kind OR list_contains($kinds, i.kind)) "
+                 "AND ($since = '' OR i.created_at >= $since) AND ($until = '' OR i.created_at < $until) ")
+        order = "i.name, i.id" if by_name else "i.created_at DESC, i.id"
+
+        def job(tx: Tx) -> GraphItems:
+            kinds_found = {kind: int(n) for kind, n in tx.rows(where + "RETURN i.kind, count(*)", params)}
+            rows = tx.rows(where + f"RETURN i ORDER BY {order} LIMIT $n", {**params, "n": limit})
+            return GraphItems([item_from(r[0]) for r in rows], sum(kinds_found.values()), kinds_found)
+
+        return self._engine.read(job)
+
+    def edges_among(self, revision_krefs: list[str]) -> list[Edge]:
+        """Edges from and to the given exact revisions (``…?r=N``), oldest first, in one read."""
+        ids = _ids(revision_krefs)
+        if not ids:
+            return []
+        rows = self._engine.read(lambda tx: tx.rows(
+            "MATCH (a:Revision)-[e:LINK]->(b:Revision) WHERE a.id IN $ids AND b.id IN $ids RETURN a.id, b.id, e",
+            {"ids": ids}))
+        edges = [edge_from(a, b, e) for a, b, e in rows]
+        return sorted(edges, key=lambda e: (e.created_at, e.source_kref, e.target_kref, e.edge_type))
+
+    def revisions_with_items(self, revision_krefs: list[str]) -> dict[str, tuple[Revision, Item]]:
+        """Exact revision kref → (the revision with its current tags, its item), in one read; revisions that
+        do not exist are left out (search hits may name a revision deleted since)."""
+        ids = _ids(revision_krefs)
+        if not ids:
+            return {}
+
+        def job(tx: Tx) -> dict[str, tuple[Revision, Item]]:
+            tags: dict[str, list[str]] = {}
+            for revision, tag in tx.rows("MATCH (:Item)-[t:TAGGED]->(r:Revision) WHERE r.id IN $ids "
+                                         "AND t.until = '' RETURN r.id, t.tag", {"ids": ids}):
+                tags.setdefault(revision, []).append(tag)
+            rows = tx.rows("MATCH (i:Item)-[:HAS_REVISION]->(r:Revision) WHERE r.id IN $ids RETURN i, r",
+                           {"ids": ids})
+            return {to_kref(r["id"]): (revision_from(r, tags.get(r["id"])), item_from(i)) for i, r in rows}
+
+        return self._engine.read(job)
+
+
+def _ids(revision_krefs: list[str]) -> list[str]:
+    if len(revision_krefs) > MAX_IDS:
+        raise InvalidArgument(f"revision_krefs: at most {MAX_IDS} per read", field="revision_krefs")
+    ids = sorted({k[len("kref://"):] for k in revision_krefs if k.startswith("kref://") and "?r=" in k})
+    return [i for i in ids if item_of(i) != i]
+
+
+def _merge(typed: list[list[Any]], every: list[list[Any]]) -> list[ItemCount]:
+    """Groups by memory type, plus the items without a latest revision (memory type "")."""
+    counts: dict[tuple[str, str, str, str], list[int]] = {}
+    typed_items: dict[tuple[str, str, str, bool], int] = {}
+
+    def add(key: tuple[str, str, str, str], deprecated: bool, n: int) -> None:
+        entry = counts.setdefault(key, [0, 0])
+        entry[0] += n
+        entry[1] += n if deprecated else 0
+
+    for project, space, kind, memory_type, deprecated, n in typed:
+        add((project, space, kind, memory_type or ""), deprecated, int(n))
+        group = (project, space, kind, bool(deprecated))
+        typed_items[group] = typed_items.get(group, 0) + int(n)
+    for project, space, kind, deprecated, n in every:
+        untyped = int(n) - typed_items.get((project, space, kind, bool(deprecated)), 0)
+        if untyped > 0:
+            add((project, space, kind, ""), deprecated, untyped)
+    return [ItemCount(p, s, k, m, n, d) for (p, s, k, m), (n, d) in sorted(counts.items())]
