@@ -1,15 +1,21 @@
-"""``GET /api/v1/search``: the search engine over HTTP (the MCP tools build their recall on the same service)."""
+"""``GET /api/v1/search``: the search engine over HTTP (the MCP tools build their recall on the same service).
+Each hit carries what a list of results shows (item, kind, space, title, summary, deprecated), read for all
+hits in one graph read."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from litestar import Controller, get
 from litestar.datastructures import State
 from litestar.params import FromQuery, QueryParameter
 
+from appliance.admin_api.console_shapes import SearchHit, SearchResponse
+from appliance.core.model import Item, Revision
+from appliance.core.scoring import Scored
 from appliance.core.search import SearchFilter, SearchRequest
 from appliance.errors import InvalidArgument
+from appliance.memory import records
 
 
 class SearchController(Controller):
@@ -31,14 +37,28 @@ class SearchController(Controller):
         tag: FromQuery[list[str] | None] = None,
         project: FromQuery[str | None] = None,
         include_deprecated: FromQuery[bool] = False,
-    ) -> dict[str, Any]:
+    ) -> SearchResponse:
         try:
             where = SearchFilter(project, tuple(space or ()), tuple(kind or ()), tuple(memory_type or ()),
                                  tuple(tag or ()), include_deprecated)
         except InvalidArgument as exc:
             raise InvalidArgument(exc.message.replace("space_paths", "space"), field="space") from None
-        hits = state.services.search.search(SearchRequest(q, where, mode, limit, min_score))
-        return {"query": q, "mode": mode, "count": len(hits), "results": [
-            {"revision_kref": h.revision_kref, "score": round(h.score, 4),
-             "vector_score": None if h.vector is None else round(h.vector, 4),
-             "text_score": None if h.text is None else round(h.text, 4)} for h in hits]}
+        services = state.services
+        hits = services.search.search(SearchRequest(q, where, mode, limit, min_score))
+        found = services.graph.revisions_with_items([h.revision_kref for h in hits])  # one read for every hit
+        return SearchResponse(query=q, mode=mode, count=len(hits), results=[_hit(h, found.get(h.revision_kref))
+                                                                            for h in hits])
+
+
+def _hit(hit: Scored, found: tuple[Revision, Item] | None) -> SearchHit:
+    scores = {"revision_kref": hit.revision_kref, "score": round(hit.score, 4),
+              "vector_score": None if hit.vector is None else round(hit.vector, 4),
+              "text_score": None if hit.text is None else round(hit.text, 4)}
+    if found is None:  # deleted since it was indexed (the index drops its row at its next round)
+        return SearchHit(**scores, item_kref=None, name=None, kind=None, space=None, title=None, summary=None,
+                         deprecated=None)
+    revision, item = found
+    summary = records.summary_of(revision.metadata)
+    return SearchHit(**scores, item_kref=item.kref, name=item.name, kind=item.kind, space=item.space_path.lstrip("/"),
+                     title=revision.metadata.get("title") or summary[:120] or item.item_name, summary=summary,
+                     deprecated=revision.deprecated or item.deprecated)

@@ -86,37 +86,49 @@ class OverviewStore(StoreBase):
             "RETURN t.tag, count(*)", {"p": project}))
         return {tag: int(count) for tag, count in rows}
 
-    def graph_items(self, project: str, space: str = "", kinds: list[str] | None = None, since: str = "",
+    def graph_items(self, project: str, space: str = "", kinds: list[str] | None = None,
+                    memory_types: list[str] | None = None, name_contains: str = "", since: str = "",
                     until: str = "", limit: int = 2000, by_name: bool = False) -> GraphItems:
-        """Live items (not deprecated, no bundles) of ``project``, in ``space`` (a path without the leading
-        "/", e.g. ``P/a``: that space and the ones below it) when given, of ``kinds`` when given, created in
-        [since, until) when given (ISO text, compared as stored); newest first, or by name with ``by_name``,
-        cut at ``limit``. The count and the per-kind counts are of every match."""
+        """Live items (not deprecated, no bundles) of ``project``: in ``space`` (a path without the leading
+        "/", e.g. ``P/a``: that space and the ones below it), of ``kinds``, whose latest revision has one of
+        ``memory_types``, whose name contains ``name_contains`` (any case), created in [since, until) (ISO
+        text, compared as stored), each when given. Newest first (by name with ``by_name``), cut at ``limit``;
+        the count and the per-kind counts are of every match."""
         if not 1 <= limit <= MAX_IDS:
             raise InvalidArgument(f"limit: give 1 to {MAX_IDS}", field="limit")
-        params = {"p": project, "s": "/" + space if space else "", "sp": "/" + space + "/", "any_kind": not kinds, "kinds": kinds or [""],
-                  "since": since, "until": until}
-        where = ("MATCH (i:Item) WHERE i.project = $p AND NOT i.deprecated AND i.kind <> 'bundle' "
+        params = {"p": project, "s": "/" + space if space else "", "sp": "/" + space + "/", "any_kind": not kinds,
+                  "kinds": kinds or [""], "types": [t.lower() for t in memory_types or ()],
+                  "q": name_contains.lower(), "since": since, "until": until}
+        match = ("MATCH (i:Item) WHERE i.project = $p AND NOT i.deprecated AND i.kind <> 'bundle' "
                  "AND ($s = '' OR i.space = $s OR starts_with(i.space, $sp)) "
-                 "AND ($any_kind OR list_contains($kinds, i.kind)) "
+                 "AND ($any_kind OR list_contains($kinds, i.kind)) AND ($q = '' OR contains(lower(i.name), $q)) "
                  "AND ($since = '' OR i.created_at >= $since) AND ($until = '' OR i.created_at < $until) ")
+        if memory_types:  # the type lives in the latest revision's metadata: follow the item's tag to it
+            match += ("MATCH (i)-[l:TAGGED]->(r:Revision) WHERE l.tag = 'latest' AND l.until = '' "
+                      f"WITH i, {_CUT.format(key='memory_type')} AS mt, {_CUT.format(key='type')} AS t "
+                      "WITH i, lower(CASE WHEN mt <> '' THEN mt ELSE t END) AS mtype "
+                      "WHERE list_contains($types, mtype) ")
+        else:
+            params.pop("types")
         order = "i.name, i.id" if by_name else "i.created_at DESC, i.id"
 
         def job(tx: Tx) -> GraphItems:
-            kinds_found = {kind: int(n) for kind, n in tx.rows(where + "RETURN i.kind, count(*)", params)}
-            rows = tx.rows(where + f"RETURN i ORDER BY {order} LIMIT $n", {**params, "n": limit})
+            kinds_found = {kind: int(n) for kind, n in tx.rows(match + "RETURN i.kind, count(*)", params)}
+            rows = tx.rows(match + f"RETURN i ORDER BY {order} LIMIT $n", {**params, "n": limit})
             return GraphItems([item_from(r[0]) for r in rows], sum(kinds_found.values()), kinds_found)
 
         return self._engine.read(job)
 
-    def edges_among(self, revision_krefs: list[str]) -> list[Edge]:
-        """Edges from and to the given exact revisions (``…?r=N``), oldest first, in one read."""
+    def links_between(self, revision_krefs: list[str], item_krefs: list[str]) -> list[Edge]:
+        """Edges leaving the given exact revisions (``…?r=N``) for any revision of the given items, oldest
+        first, in one read."""
         ids = _ids(revision_krefs)
-        if not ids:
+        items = sorted({k[len("kref://"):] for k in item_krefs if k.startswith("kref://")})
+        if not ids or not items:
             return []
         rows = self._engine.read(lambda tx: tx.rows(
-            "MATCH (a:Revision)-[e:LINK]->(b:Revision) WHERE a.id IN $ids AND b.id IN $ids RETURN a.id, b.id, e",
-            {"ids": ids}))
+            "MATCH (a:Revision)-[e:LINK]->(b:Revision) WHERE a.id IN $ids AND b.item IN $items RETURN a.id, b.id, e",
+            {"ids": ids, "items": items}))
         edges = [edge_from(a, b, e) for a, b, e in rows]
         return sorted(edges, key=lambda e: (e.created_at, e.source_kref, e.target_kref, e.edge_type))
 

@@ -1,8 +1,8 @@
 """The operator tools (``memory_*``, MISSION §2 and §6): Revka's Operator-side wrappers of the memory tools.
 ``memory_engage`` floors ``min_score`` at ``[memory] min_relevance_score`` and caps ``limit`` at the client's
-(D10) or the configured ``[kumiho] memory_retrieval_limit``; ``memory_graph`` returns the dashboard's shape.
-The wrappers call the recall, write and structure services' typed methods; ``memory_graph`` reads the graph
-store directly."""
+(D10) or the configured ``[kumiho] memory_retrieval_limit``; ``memory_graph`` returns the dashboard's shape,
+built by services/memory_graph.py (the console's graph view shares it). The wrappers call the recall, write
+and structure services' typed methods."""
 
 from __future__ import annotations
 
@@ -10,10 +10,7 @@ import dataclasses
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from appliance.core import kref as krefs
-from appliance.core.model import Item, every_item
 from appliance.graph import GraphStore
-from appliance.memory import records
 from appliance.memory.client import Client
 from appliance.memory.spaces import project_for
 from appliance.operations.graph import GetItemInput, GetRevisionByTagInput, ResolveKrefInput, SearchItemsInput
@@ -30,6 +27,7 @@ from appliance.operations.operator import (
 )
 from appliance.operations.recall import FulltextSearchInput, RetrieveInput
 from appliance.operations.writes import ReflectInput
+from appliance.services.memory_graph import GraphQuery, memory_graph
 from appliance.services.recall import RecallRequest, RecallService
 from appliance.services.structure import StructureService
 from appliance.services.writes import WriteService
@@ -101,74 +99,12 @@ class OperatorService:
         return self.writes.store(args, client, operator=True)
 
     def graph_view(self, args: OperatorGraphInput, client: Client) -> dict[str, Any]:
-        """``{nodes, edges, spaces, stats}`` for a force-directed view (MISSION §6 gives the shape)."""
+        """``{nodes, edges, spaces, stats}`` for a force-directed view (services/memory_graph.py builds it)."""
         project = project_for(args.project, client)
-        kinds = {k.strip() for k in (args.kinds or "").split(",") if k.strip()}
+        kinds = tuple(sorted({k.strip() for k in (args.kinds or "").split(",") if k.strip()}))
         space = (args.space or "").strip().strip("/")
         inside = space == project or space.startswith(project + "/")  # a path in another project is relative
-        context = space if inside else f"{project}/{space}" if space else project
+        context = space if inside else f"{project}/{space}" if space else ""
         self.graph.get_project(project)
-        items = [i for i in _all_items(self.graph, context)
-                 if (not kinds or i.kind in kinds) and i.kind != "bundle"
-                 and (not space or i.space_path.strip("/") == context or i.space_path.startswith("/" + context + "/"))]
-        search = (args.search or "").casefold()
-        if search:
-            items = [i for i in items if search in i.item_name.casefold()]
-        kind_counts: dict[str, int] = {}
-        for item in items:
-            kind_counts[item.kind] = kind_counts.get(item.kind, 0) + 1
-        if args.sort == "name":
-            items.sort(key=lambda i: i.item_name)
-        else:
-            items.sort(key=lambda i: i.created_at, reverse=True)
-        items = items[:args.limit]
-        current = self.graph.current_revisions([i.kref for i in items])
-        nodes, edges, by_revision = [], [], {}
-        for item in items:
-            revision = current.get(item.kref)
-            meta = revision.metadata if revision else {}
-            node_id = item.kref.split("//", 1)[1]
-            nodes.append({"id": node_id, "name": item.item_name, "kind": item.kind,
-                          "space": item.space_path.strip("/"), "created_at": item.created_at,
-                          "title": meta.get("title", item.item_name), "summary": records.summary_of(meta),
-                          "revision_kref": revision.kref if revision else None})
-            if revision:
-                by_revision[revision.item_kref] = node_id
-        spaces = _space_paths(project, [i.space_path for i in items])
-        for item in items:
-            edges.append({"source": item.kref.split("//", 1)[1], "target": item.space_path.strip("/"),
-                          "edge_type": "BELONGS_TO"})
-        for path in spaces:
-            if path != project:
-                edges.append({"source": path, "target": path.rsplit("/", 1)[0], "edge_type": "CHILD_OF"})
-        for item in items:
-            revision = current.get(item.kref)
-            if revision is None:
-                continue
-            for edge in self.graph.get_edges(revision.kref, direction="outgoing", page_size=200).items:
-                target_item = str(krefs.parse(edge.target_kref).item())
-                source, target = by_revision.get(item.kref), by_revision.get(target_item)
-                if target and source and source != target:
-                    entry: dict[str, Any] = {"source": source, "target": target, "edge_type": edge.edge_type}
-                    if edge.metadata:
-                        entry["metadata"] = dict(edge.metadata)
-                    edges.append(entry)
-        space_nodes = [{"id": p, "name": p.rsplit("/", 1)[-1], "kind": "space",
-                        "space": p.rsplit("/", 1)[0] if "/" in p else "", "created_at": None, "title": p,
-                        "summary": "", "revision_kref": None} for p in spaces]
-        return {"nodes": space_nodes + nodes, "edges": edges, "spaces": spaces,
-                "stats": {"total_items": sum(kind_counts.values()), "total_edges": len(edges),
-                          "kinds": {**kind_counts, "space": len(spaces)}}}
-
-
-def _all_items(graph: GraphStore, context: str) -> list[Item]:
-    return every_item(lambda cursor: graph.search_items(context_filter=context, page_size=1000, cursor=cursor))
-
-
-def _space_paths(project: str, item_spaces: list[str]) -> list[str]:
-    """Every space on the way to the items' spaces, without a leading "/", the project root first."""
-    found = {project}
-    for space in item_spaces:
-        parts = space.strip("/").split("/")
-        found.update("/".join(parts[: i + 1]) for i in range(len(parts)))
-    return [project, *sorted(found - {project})]
+        return memory_graph(self.graph, GraphQuery(project, context, kinds, name_contains=args.search or "",
+                                                   by_name=args.sort == "name", limit=args.limit)).view

@@ -1,0 +1,172 @@
+"""The appliance's own console API under ``/api/v1``: statistics, the memory graph, one memory inspected,
+deprecate/restore, tags in use and the effective settings (docs/admin-api.md).
+
+Thin routes: the reads are assembled in console_reads.py, the graph view in services/memory_graph.py, and
+deprecation runs the typed operations the MCP tools run (``kumiho_set_metadata``, ``kumiho_deprecate_item``).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from litestar import Controller, get, post
+from litestar.datastructures import State
+from litestar.params import QueryParameter
+
+from appliance.admin_api import console_reads
+from appliance.admin_api import console_shapes as shapes
+from appliance.admin_api.config_view import settings_view
+from appliance.core import kref as krefs
+from appliance.core import names
+from appliance.errors import InvalidArgument, KumihoError
+from appliance.graph._support import iso
+from appliance.memory.views import item_view
+from appliance.services.memory_graph import GraphQuery, memory_graph
+
+GRAPH_DEFAULT = 2000  # memories one graph answer shows unless asked
+GRAPH_MAX = 10_000
+MAX_FILTER_VALUES = 20  # values of one repeatable filter (kind, memory_type)
+FILTER_VALUE_MAX = 64  # characters of one of them
+
+Kref = Annotated[str, QueryParameter(description="an item kref (kref://project/space/name.kind), or a revision's "
+                                     "(…?r=N)", min_length=1, max_length=shapes.KREF_MAX)]
+
+
+class ConsoleController(Controller):
+    path = "/api/v1"
+    tags = ("console",)
+
+    @get("/stats", summary="Counts per project, space, kind and memory type; index lag; disk use",
+         sync_to_thread=True)
+    def stats(self, state: State) -> shapes.StatsResponse:
+        return console_reads.stats(state.services)
+
+    @get("/graph", summary="The memory graph (nodes, edges, spaces), filtered and bounded", sync_to_thread=True)
+    def graph(
+        self,
+        state: State,
+        project: Annotated[str | None, QueryParameter(
+            description="the project (default: the space's project, else the default project)", max_length=256)] = None,
+        space: Annotated[str | None, QueryParameter(
+            description="a space path (/project/a/b): it and the spaces below it", max_length=1024)] = None,
+        kind: Annotated[list[str] | None, QueryParameter(
+            description=f"item kinds (repeat for several; at most {MAX_FILTER_VALUES})")] = None,
+        memory_type: Annotated[list[str] | None, QueryParameter(
+            description=f"memory types of the latest revision (repeat; at most {MAX_FILTER_VALUES})")] = None,
+        since: Annotated[str | None, QueryParameter(
+            description="created at or after this RFC 3339 time", max_length=64)] = None,
+        until: Annotated[str | None, QueryParameter(
+            description="created before this RFC 3339 time", max_length=64)] = None,
+        limit: Annotated[int, QueryParameter(
+            description=f"memories shown at most (newest first); 1..{GRAPH_MAX}", ge=1, le=GRAPH_MAX)] = GRAPH_DEFAULT,
+    ) -> shapes.GraphResponse:
+        services = state.services
+        project, context = _project_and_space(project, space, services.settings.kumiho.default_project)
+        kinds = _filter_values(kind, "kind")
+        for value in kinds:
+            names.kind(value, "kind")
+        start, end = _moment(since, "since"), _moment(until, "until")
+        if start and end and start >= end:
+            raise InvalidArgument("until: give a time after since", field="until")
+        services.graph.get_project(project)
+        if context:
+            services.graph.get_space("/" + context)  # NotFound naming space_path
+        found = memory_graph(services.graph, GraphQuery(
+            project, context, kinds, _filter_values(memory_type, "memory_type"), since=start, until=end, limit=limit))
+        sampling = None
+        if found.truncated:
+            sampling = shapes.Sampling(method="newest_first", detail=(
+                f"{found.total} memories match; the {limit} newest are shown (with the spaces on the way to them "
+                "and the edges among them). Narrow the filters or raise limit (at most "
+                f"{GRAPH_MAX}) to see more."))
+        return shapes.GraphResponse(**found.view, truncated=found.truncated, total_nodes=found.total,
+                                    sampling=sampling)
+
+    @get("/inspect", summary="One memory: item, revision, revisions, tags, artifact text, provenance",
+         sync_to_thread=True)
+    def inspect(self, state: State, kref: Kref) -> shapes.InspectResponse:
+        return console_reads.inspect(state.services, kref)
+
+    @post("/deprecate", summary="Deprecate a memory (hidden from search and listings; restorable)",
+          sync_to_thread=True, status_code=200)
+    def deprecate(self, state: State, data: shapes.DeprecateRequest) -> shapes.ItemView:
+        return _set_deprecated(state.services, data.kref, True, data.reason)
+
+    @post("/restore", summary="Restore a deprecated memory", sync_to_thread=True, status_code=200)
+    def restore(self, state: State, data: shapes.RestoreRequest) -> shapes.ItemView:
+        return _set_deprecated(state.services, data.kref, False, None)
+
+    @get("/tags", summary="Tags in use, with how many revisions hold each now", sync_to_thread=True)
+    def tags_in_use(self, state: State, project: Annotated[str | None, QueryParameter(
+            description="one project (default: every project)", max_length=256)] = None) -> shapes.TagsResponse:
+        graph = state.services.graph
+        if project is not None:
+            names.project_name(project, "project")
+            graph.get_project(project)
+        counts = graph.tag_counts(project or "")
+        return shapes.TagsResponse(project=project, tags=[shapes.TagCount(tag=t, revisions=n)
+                                                          for t, n in sorted(counts.items())])
+
+    @get("/config", summary="The effective settings, secrets masked", sync_to_thread=False)
+    def config(self, state: State) -> shapes.ConfigResponse:
+        view, secrets = settings_view(state.services.settings)
+        return shapes.ConfigResponse(settings=view, secrets=secrets)
+
+
+def _project_and_space(project: str | None, space: str | None, default: str) -> tuple[str, str]:
+    """(project, space path without the leading "/" or "") from the query; a space names its project."""
+    if project is not None:
+        names.project_name(project, "project")
+    if not space or not space.strip("/"):
+        return project or default, ""
+    segments = krefs.parse_space_path(space, "space")
+    if project is not None and segments[0] != project:
+        raise InvalidArgument(f"space: {space!r} is not in project {project!r}; give a path that starts with "
+                              f"/{project}/ (or leave project out)", field="space")
+    return segments[0], "/".join(segments)
+
+
+def _filter_values(values: list[str] | None, field: str) -> tuple[str, ...]:
+    found = tuple(dict.fromkeys(v.strip() for v in values or () if v.strip()))
+    if len(found) > MAX_FILTER_VALUES:
+        raise InvalidArgument(f"{field}: give at most {MAX_FILTER_VALUES} values", field=field)
+    if any(len(v) > FILTER_VALUE_MAX for v in found):
+        raise InvalidArgument(f"{field}: each value is at most {FILTER_VALUE_MAX} characters", field=field)
+    return found
+
+
+def _moment(value: str | None, field: str) -> str:
+    """An RFC 3339 time as the graph stores times (UTC ISO with microseconds), or "" when not given."""
+    if not value:
+        return ""
+    try:
+        moment = datetime.fromisoformat(value.replace("z", "Z"))
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        raise InvalidArgument(f"{field}: give an RFC 3339 time with its offset, e.g. 2026-05-01T12:00:00Z",
+                              field=field)
+    return iso(moment.astimezone(UTC))
+
+
+def _set_deprecated(services: Any, kref: str, deprecated: bool, reason: str | None) -> shapes.ItemView:
+    """Run the typed operations in one transaction: the reason lands with the deprecation or not at all."""
+    parsed = krefs.parse(kref, "kref")
+    if not parsed.is_item or parsed.revision is not None or parsed.tag or parsed.time or parsed.artifact:
+        raise InvalidArgument("kref: name an item (kref://project/space/name.kind), not a revision", field="kref")
+
+    def job() -> dict[str, Any]:
+        if reason and reason.strip():
+            services.perform("kumiho_set_metadata", {"kref": kref, "metadata": {"deprecation_reason": reason}},
+                             client=None)
+        services.perform("kumiho_deprecate_item", {"item_kref": kref, "deprecated": deprecated}, client=None)
+        return item_view(services.graph.get_item(kref))
+
+    try:
+        return shapes.ItemView.model_validate(services.graph.atomic(job))
+    except KumihoError as exc:
+        if exc.field in (None, "item_kref", "kref"):
+            exc.field = "kref"
+            exc.message = exc.message.replace("item_kref", "kref")
+        raise

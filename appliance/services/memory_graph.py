@@ -1,0 +1,89 @@
+"""The memory graph as a force-directed view draws it: ``{nodes, edges, spaces, stats}`` (MISSION §6 gives the
+shape). The ``memory_graph`` tool and the console's ``GET /api/v1/graph`` both build it here.
+
+Nodes are the matching memories (newest first, cut at the limit) plus the spaces on the way to them; edges are
+``BELONGS_TO`` (memory → its space), ``CHILD_OF`` (space → parent space) and the typed edges between the shown
+memories' current revisions. Three graph reads whatever the size: the items, their current revisions, the
+edges among them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from appliance.core import kref as krefs
+from appliance.graph import GraphStore
+from appliance.memory import records
+
+
+@dataclass(frozen=True)
+class GraphQuery:
+    project: str
+    space: str = ""  # "P/a" (no leading "/"): that space and those below it; "" = the whole project
+    kinds: tuple[str, ...] = ()
+    memory_types: tuple[str, ...] = ()
+    name_contains: str = ""
+    since: str = ""  # ISO, inclusive; compared with items' created_at
+    until: str = ""  # ISO, exclusive
+    by_name: bool = False  # else newest first
+    limit: int = 100
+
+
+@dataclass(frozen=True)
+class MemoryGraph:
+    view: dict[str, Any]  # {nodes, edges, spaces, stats}
+    total: int  # memories that matched; ``view`` holds the first ``limit`` of them
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > self.view["stats"]["shown_items"]
+
+
+def memory_graph(graph: GraphStore, query: GraphQuery) -> MemoryGraph:
+    found = graph.graph_items(query.project, query.space, list(query.kinds), list(query.memory_types),
+                              query.name_contains, query.since, query.until, query.limit, query.by_name)
+    items = found.items
+    current = graph.current_revisions([i.kref for i in items])
+    nodes, node_of = [], {}
+    for item in items:
+        revision = current.get(item.kref)
+        meta = revision.metadata if revision else {}
+        node_id = _node_id(item.kref)
+        nodes.append({"id": node_id, "name": item.item_name, "kind": item.kind, "space": item.space_path.strip("/"),
+                      "created_at": item.created_at, "title": meta.get("title", item.item_name),
+                      "summary": records.summary_of(meta), "revision_kref": revision.kref if revision else None})
+        node_of[item.kref] = node_id
+    spaces = _space_paths(query.project, [i.space_path for i in items])
+    edges: list[dict[str, Any]] = [{"source": _node_id(i.kref), "target": i.space_path.strip("/"),
+                                    "edge_type": "BELONGS_TO"} for i in items]
+    edges += [{"source": path, "target": path.rsplit("/", 1)[0], "edge_type": "CHILD_OF"}
+              for path in spaces if path != query.project]
+    for edge in graph.links_between([r.kref for r in current.values()], list(node_of)):
+        source = node_of.get(str(krefs.parse(edge.source_kref).item()))
+        target = node_of.get(str(krefs.parse(edge.target_kref).item()))
+        if source and target and source != target:
+            entry: dict[str, Any] = {"source": source, "target": target, "edge_type": edge.edge_type}
+            if edge.metadata:
+                entry["metadata"] = dict(edge.metadata)
+            edges.append(entry)
+    space_nodes = [{"id": p, "name": p.rsplit("/", 1)[-1], "kind": "space",
+                    "space": p.rsplit("/", 1)[0] if "/" in p else "", "created_at": None, "title": p,
+                    "summary": "", "revision_kref": None} for p in spaces]
+    stats = {"total_items": found.total, "shown_items": len(items), "total_edges": len(edges),
+             "kinds": {**found.kinds, "space": len(spaces)}}
+    return MemoryGraph({"nodes": space_nodes + nodes, "edges": edges, "spaces": spaces, "stats": stats},
+                       found.total)
+
+
+def _node_id(item_kref: str) -> str:
+    return item_kref.split("//", 1)[1]
+
+
+def _space_paths(project: str, item_spaces: list[str]) -> list[str]:
+    """Every space on the way to the items' spaces, without a leading "/", the project root first."""
+    found = {project}
+    for space in item_spaces:
+        parts = space.strip("/").split("/")
+        found.update("/".join(parts[: i + 1]) for i in range(len(parts)))
+    return [project, *sorted(found - {project})]
