@@ -12,14 +12,14 @@ from typing import Annotated, Any
 
 from litestar import Controller, get, post
 from litestar.datastructures import State
-from litestar.params import QueryParameter
+from litestar.params import JSONBody, QueryParameter
 
 from appliance.admin_api import console_reads
 from appliance.admin_api import console_shapes as shapes
 from appliance.admin_api.config_view import settings_view
 from appliance.core import kref as krefs
 from appliance.core import names
-from appliance.errors import InvalidArgument, KumihoError
+from appliance.errors import InvalidArgument, KumihoError, NotFound
 from appliance.graph._support import iso
 from appliance.memory.views import item_view
 from appliance.services.memory_graph import GraphQuery, memory_graph
@@ -71,7 +71,10 @@ class ConsoleController(Controller):
             raise InvalidArgument("until: give a time after since", field="until")
         services.graph.get_project(project)
         if context:
-            services.graph.get_space("/" + context)  # NotFound naming space_path
+            try:
+                services.graph.get_space("/" + context)
+            except NotFound as exc:
+                raise NotFound(exc.message, field="space") from None
         found = memory_graph(services.graph, GraphQuery(
             project, context, kinds, _filter_values(memory_type, "memory_type"), since=start, until=end, limit=limit))
         sampling = None
@@ -90,11 +93,11 @@ class ConsoleController(Controller):
 
     @post("/deprecate", summary="Deprecate a memory (hidden from search and listings; restorable)",
           sync_to_thread=True, status_code=200)
-    def deprecate(self, state: State, data: shapes.DeprecateRequest) -> shapes.ItemView:
+    def deprecate(self, state: State, data: JSONBody[shapes.DeprecateRequest]) -> shapes.ItemView:
         return _set_deprecated(state.services, data.kref, True, data.reason)
 
     @post("/restore", summary="Restore a deprecated memory", sync_to_thread=True, status_code=200)
-    def restore(self, state: State, data: shapes.RestoreRequest) -> shapes.ItemView:
+    def restore(self, state: State, data: JSONBody[shapes.RestoreRequest]) -> shapes.ItemView:
         return _set_deprecated(state.services, data.kref, False, None)
 
     @get("/tags", summary="Tags in use, with how many revisions hold each now", sync_to_thread=True)
