@@ -21,9 +21,9 @@ from litestar.openapi.plugins import JsonRenderPlugin
 
 from appliance import __version__
 from appliance.admin_api.auth import checked_token, configured_token, token_guard
+from appliance.admin_api.console import ConsoleController
 from appliance.admin_api.errors import HANDLERS
 from appliance.admin_api.health import HealthController
-from appliance.admin_api.console import ConsoleController
 from appliance.admin_api.jobs import JobsController, MovedJobsController
 from appliance.admin_api.search import SearchController
 from appliance.config import Settings

@@ -134,7 +134,7 @@ class JobQueue:
         with self._lock:
             job = self._jobs.get(job_id)
         if job is None:
-            raise NotFound(f"job {job_id} is unknown (finished jobs are kept for the last {HISTORY})",
+            raise NotFound(f"job_id: job {job_id[:128]} is unknown (finished jobs are kept for the last {HISTORY})",
                            field="job_id")
         return job
 

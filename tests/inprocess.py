@@ -37,7 +37,7 @@ def wait_job(app: InProcess, job_id: str, timeout: float = 120) -> dict[str, Any
     """The job's final state, read from the admin API (bounded wait)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        job = app.get(f"/api/jobs/{job_id}")
+        job = app.get(f"/api/v1/jobs/{job_id}")
         if job["state"] not in ("queued", "running"):
             return job  # type: ignore[no-any-return]
         time.sleep(0.05)

@@ -138,7 +138,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
      "`event_date` that is not `YYYY`, `YYYY-MM` or `YYYY-MM-DD` is dropped and listed in "
          "`dropped_event_dates`. With `discover_edges` (default true) every stored capture gets edge discovery "
      "in the background: the answer says `edge_discovery: \"queued\"` with `edge_discovery_job` (its "
-     "progress at `GET /api/jobs/<id>`), `edges_discovered` counts what exists already (usually 0). Without a "
+     "progress at `GET /api/v1/jobs/<id>`), `edges_discovered` counts what exists already (usually 0). Without a "
      f'model: `edge_discovery: "skipped: {NO_MODEL} (…)"`.\n'
      "* **Retrying a reflect**: with an `idempotency_prefix` (one per turn, for example the turn's id), each "
      "capture's memory is marked `idempotency_key: <prefix>:<capture index>` and the buffered response with the "

@@ -39,11 +39,11 @@ class ModelWork:
 
     def wait_for(self, job: Job) -> dict[str, Any]:
         """The job's result when it finishes within ``tool_wait_seconds``; its error as a tool error; else a
-        note that it goes on in the background (its progress shows at /api/jobs/<id>)."""
+        note that it goes on in the background (its progress shows at /api/v1/jobs/<id>)."""
         if not self.jobs.wait(job, self.options.tool_wait_seconds):
             return {"status": "running", "job_id": job.id, "progress": job.to_dict()["progress"],
                     "message": f"still running after {self.options.tool_wait_seconds:g} s; it goes on in the "
-                               f"background (GET /api/jobs/{job.id} shows its progress)"}
+                               f"background (GET /api/v1/jobs/{job.id} shows its progress)"}
         if job.state == "done":
             return dict(job.result) if isinstance(job.result, dict) else {"result": job.result}
         error = job.error or {"code": "cancelled", "message": "the job was cancelled"}

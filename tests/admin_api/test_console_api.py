@@ -16,10 +16,7 @@ from litestar.testing import TestClient
 from appliance.admin_api.console_reads import TEXT_BYTES
 from appliance.app import Services, build_app, open_services
 from appliance.config import load_settings
-from appliance.memory.client import Client
-from appliance.operations.catalogue import operation
-from appliance.operations.validation import parse
-from appliance.services import handlers
+from tests.problems import problem
 
 BASE = "http://127.0.0.1:9190"
 SECRET_TOKEN = "console-test-token-" + "t" * 24
@@ -34,9 +31,7 @@ class Console:
 
     def op(self, operation_name: str, /, **args: Any) -> dict[str, Any]:
         """A typed operation, run as the MCP tools run it."""
-        found = operation(operation_name)
-        assert found is not None
-        return handlers(self.services.families)[operation_name](parse(found, args), Client())
+        return self.services.perform(operation_name, args)
 
     def get(self, path: str, **params: Any) -> Any:
         response = self.http.get(path, params=params)
@@ -47,15 +42,11 @@ class Console:
         assert self.services.index_worker.wait_idle(60), "the search index did not catch up"
 
 
-def problem(response: httpx.Response, status: int, field: str | None) -> dict[str, Any]:
-    """An RFC 9457 problem naming ``field`` (and saying so in its detail)."""
+def refused(response: httpx.Response, status: int, field: str) -> dict[str, Any]:
+    """An RFC 9457 problem with ``status`` naming ``field`` (in its detail too)."""
     assert response.status_code == status, response.text
-    assert response.headers["content-type"].startswith("application/problem+json")
-    body: dict[str, Any] = response.json()
-    assert body["status"] == status
-    if field is not None:
-        assert body.get("field") == field, body
-        assert field in body["detail"], body
+    body = problem(response)
+    assert body.get("field") == field and field in body["detail"], body
     assert "Traceback" not in response.text
     return body
 
@@ -188,7 +179,7 @@ def test_graph_past_its_limit_shows_the_newest_and_says_so(console: Console) -> 
 ])
 def test_graph_refuses_bad_filters_naming_the_field(console: Console, params: dict[str, Any], status: int,
                                                     field: str) -> None:
-    problem(console.http.get("/api/v1/graph", params=params), status, field)
+    refused(console.http.get("/api/v1/graph", params=params), status, field)
 
 
 # -- inspect -----------------------------------------------------------------------------------------------------
@@ -259,11 +250,11 @@ def test_inspect_cuts_long_artifact_text(console: Console) -> None:
     ("kref://CognitiveMemory/work/none.note?r=1", 404), ("x" * 2049, 400), ("", 400),
 ])
 def test_inspect_refuses_bad_and_unknown_krefs(console: Console, kref: str, status: int) -> None:
-    problem(console.http.get("/api/v1/inspect", params={"kref": kref}), status, "kref")
+    refused(console.http.get("/api/v1/inspect", params={"kref": kref}), status, "kref")
 
 
 def test_inspect_of_a_missing_revision_of_an_item_is_not_found(console: Console) -> None:
-    problem(console.http.get("/api/v1/inspect", params={"kref": console.seeded["store"] + "?r=9"}), 404, "kref")
+    refused(console.http.get("/api/v1/inspect", params={"kref": console.seeded["store"] + "?r=9"}), 404, "kref")
 
 
 # -- deprecate / restore -----------------------------------------------------------------------------------------
@@ -293,12 +284,12 @@ def test_deprecate_hides_a_memory_from_search_and_restore_brings_it_back(console
 ])
 def test_deprecate_refuses_bad_input_naming_the_field(console: Console, body: dict[str, Any], status: int,
                                                       field: str) -> None:
-    problem(console.http.post("/api/v1/deprecate", json=body), status, field)
+    refused(console.http.post("/api/v1/deprecate", json=body), status, field)
 
 
 def test_deprecate_refuses_a_revision_kref_and_writes_nothing(console: Console) -> None:
     before = console.services.graph.stats()["events"]
-    problem(console.http.post("/api/v1/deprecate", json={"kref": console.seeded["store_rev"], "reason": "x"}),
+    refused(console.http.post("/api/v1/deprecate", json={"kref": console.seeded["store_rev"], "reason": "x"}),
             400, "kref")
     assert console.services.graph.stats()["events"] == before
 
@@ -309,8 +300,8 @@ def test_tags_in_use_with_counts(console: Console) -> None:
     assert everywhere["infra"] == 1 and everywhere["latest"] >= 6
     other = {t["tag"] for t in console.get("/api/v1/tags", project="Other")["tags"]}
     assert "infra" not in other and "latest" in other
-    problem(console.http.get("/api/v1/tags", params={"project": "Nope"}), 404, "project")
-    problem(console.http.get("/api/v1/tags", params={"project": "bad name!"}), 400, "project")
+    refused(console.http.get("/api/v1/tags", params={"project": "Nope"}), 404, "project")
+    refused(console.http.get("/api/v1/tags", params={"project": "bad name!"}), 400, "project")
 
 
 def test_search_hits_carry_their_item(console: Console) -> None:
@@ -337,8 +328,8 @@ def test_config_masks_every_secret(console: Console) -> None:
 def test_jobs_and_model_live_under_v1(console: Console) -> None:
     assert console.get("/api/v1/jobs") == {"jobs": [], "count": 0}
     assert console.get("/api/v1/model")["chat"]["state"] == "unavailable"
-    problem(console.http.get("/api/v1/jobs/job-404"), 404, "job_id")
-    problem(console.http.post("/api/v1/jobs/job-404/cancel"), 404, "job_id")
+    refused(console.http.get("/api/v1/jobs/job-404"), 404, "job_id")
+    refused(console.http.post("/api/v1/jobs/job-404/cancel"), 404, "job_id")
 
 
 @pytest.mark.parametrize(("method", "old", "new"), [

@@ -131,7 +131,7 @@ async def _admin_client(base_url: str, headers: dict[str, str], name: str, deadl
     async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=60) as http:
         while time.monotonic() < deadline:
             for op, path, params in (("api_search", "/api/v1/search", {"q": random.choice(TOPICS), "limit": 5}),
-                                     ("api_ready", "/api/_ready", None), ("api_jobs", "/api/jobs", None)):
+                                     ("api_ready", "/api/_ready", None), ("api_jobs", "/api/v1/jobs", None)):
                 start = time.perf_counter()
                 try:
                     answer = await http.get(path, params=params)

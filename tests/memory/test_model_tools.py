@@ -406,8 +406,8 @@ def test_dream_state_rejects_bad_ratios_and_any_model_the_operator_did_not_set_u
 def test_jobs_and_model_status_are_visible_in_the_admin_api(app: InProcess, script: Script) -> None:
     script.answers["dream"] = assess
     run(app, lambda s: call(s, "kumiho_memory_dream_state", dry_run=True))
-    jobs = app.get("/api/jobs")
+    jobs = app.get("/api/v1/jobs")
     assert jobs["count"] >= 1 and jobs["jobs"][0]["kind"] == "dream_state"
     assert jobs["jobs"][0]["state"] == "done" and jobs["jobs"][0]["progress"]["done"] >= 0
-    model = app.get("/api/model")
+    model = app.get("/api/v1/model")
     assert model["chat"]["model_id"] == "scripted" and model["chat"]["available"] is True

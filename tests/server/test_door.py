@@ -14,8 +14,8 @@ from tests.problems import problem
 
 # Every kind of route: health, search, jobs, the model, the schema, the MCP mount, no route at all.
 ROUTES = [("GET", "/api/_live"), ("GET", "/api/_ready"), ("GET", "/api/v1/search?q=password"),
-          ("GET", "/api/jobs"), ("GET", "/api/model"), ("GET", "/api/schema/openapi.json"),
-          ("POST", "/api/jobs/job-1/cancel"), ("POST", "/mcp"), ("GET", "/api/no-such-route"),
+          ("GET", "/api/v1/jobs"), ("GET", "/api/v1/model"), ("GET", "/api/jobs"), ("GET", "/api/schema/openapi.json"),
+          ("POST", "/api/v1/jobs/job-1/cancel"), ("POST", "/mcp"), ("GET", "/api/no-such-route"),
           ("DELETE", "/api/_live")]
 MCP_LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
 MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
@@ -88,7 +88,7 @@ def test_cors_only_for_configured_origins(app: Running) -> None:
     assert other.status_code == 403 and "access-control-allow-origin" not in other.headers
 
 
-@pytest.mark.parametrize("path", ["/mcp", "/api/jobs/job-1/cancel"])
+@pytest.mark.parametrize("path", ["/mcp", "/api/v1/jobs/job-1/cancel"])
 def test_a_body_over_the_limit_never_reaches_a_handler(app: Running, path: str) -> None:
     big = json.dumps({**MCP_LIST, "params": {"padding": "x" * 8192}}).encode()
     sized = httpx.post(app.base_url + path, content=big, headers=MCP_HEADERS)
