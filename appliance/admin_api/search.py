@@ -11,6 +11,7 @@ from litestar.datastructures import State
 from litestar.params import FromQuery, QueryParameter
 
 from appliance.admin_api.console_shapes import SearchHit, SearchResponse
+from appliance.admin_api.params import MAX_FILTER_VALUES, filter_values
 from appliance.core.model import Item, Revision
 from appliance.core.scoring import Scored
 from appliance.core.search import SearchFilter, SearchRequest
@@ -31,17 +32,23 @@ class SearchController(Controller):
         mode: FromQuery[Literal["hybrid", "vector", "text"]] = "hybrid",
         limit: Annotated[int, QueryParameter(ge=1, le=100)] = 10,
         min_score: Annotated[float, QueryParameter(ge=0.0, le=1.0)] = 0.0,
-        space: Annotated[list[str] | None, QueryParameter(description="space path prefixes (by segment)")] = None,
-        kind: FromQuery[list[str] | None] = None,
-        memory_type: FromQuery[list[str] | None] = None,
-        tag: FromQuery[list[str] | None] = None,
-        project: FromQuery[str | None] = None,
+        space: Annotated[list[str] | None, QueryParameter(
+            description=f"space path prefixes (by segment; at most {MAX_FILTER_VALUES})")] = None,
+        kind: Annotated[list[str] | None, QueryParameter(
+            description=f"item kinds (at most {MAX_FILTER_VALUES})")] = None,
+        memory_type: Annotated[list[str] | None, QueryParameter(
+            description=f"memory types (at most {MAX_FILTER_VALUES})")] = None,
+        tag: Annotated[list[str] | None, QueryParameter(description=f"tags (at most {MAX_FILTER_VALUES})")] = None,
+        project: Annotated[str | None, QueryParameter(description="one project", max_length=256)] = None,
         include_deprecated: FromQuery[bool] = False,
     ) -> SearchResponse:
         try:
-            where = SearchFilter(project, tuple(space or ()), tuple(kind or ()), tuple(memory_type or ()),
-                                 tuple(tag or ()), include_deprecated)
+            where = SearchFilter(project, filter_values(space, "space"), filter_values(kind, "kind"),
+                                 filter_values(memory_type, "memory_type"), filter_values(tag, "tag"),
+                                 include_deprecated)
         except InvalidArgument as exc:
+            if exc.field != "space_paths":
+                raise
             raise InvalidArgument(exc.message.replace("space_paths", "space"), field="space") from None
         services = state.services
         hits = services.search.search(SearchRequest(q, where, mode, limit, min_score))

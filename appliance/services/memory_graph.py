@@ -3,8 +3,8 @@ shape). The ``memory_graph`` tool and the console's ``GET /api/v1/graph`` both b
 
 Nodes are the matching memories (newest first, cut at the limit) plus the spaces on the way to them; edges are
 ``BELONGS_TO`` (memory → its space), ``CHILD_OF`` (space → parent space) and the typed edges between the shown
-memories' current revisions. Three graph reads whatever the size: the items, their current revisions, the
-edges among them.
+memories' current revisions. Two graph reads whatever the size: the items with their current revisions,
+then the edges among them.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from appliance.core import kref as krefs
 from appliance.graph import GraphStore
 from appliance.memory import records
 
@@ -44,28 +43,22 @@ def memory_graph(graph: GraphStore, query: GraphQuery) -> MemoryGraph:
     found = graph.graph_items(query.project, query.space, list(query.kinds), list(query.memory_types),
                               query.name_contains, query.since, query.until, query.limit, query.by_name)
     items = found.items
-    current = graph.current_revisions([i.kref for i in items])
-    nodes, node_of = [], {}
-    for item in items:
-        revision = current.get(item.kref)
-        meta = revision.metadata if revision else {}
-        node_id = _node_id(item.kref)
-        nodes.append({"id": node_id, "name": item.item_name, "kind": item.kind, "space": item.space_path.strip("/"),
-                      "created_at": item.created_at, "title": meta.get("title", item.item_name),
-                      "summary": records.summary_of(meta), "revision_kref": revision.kref if revision else None})
-        node_of[item.kref] = node_id
-    spaces = _space_paths(query.project, [i.space_path for i in items])
-    edges: list[dict[str, Any]] = [{"source": _node_id(i.kref), "target": i.space_path.strip("/"),
+    node_of = {item.item_kref: _node_id(item.item_kref) for item in items}
+    nodes = [{"id": node_of[item.item_kref], "name": item.name, "kind": item.kind, "space": item.space.strip("/"),
+              "created_at": item.created_at, "title": item.metadata.get("title", item.name),
+              "summary": records.summary_of(item.metadata), "revision_kref": item.revision_kref} for item in items]
+    spaces = _space_paths(query.project, [i.space for i in items])
+    edges: list[dict[str, Any]] = [{"source": node_of[i.item_kref], "target": i.space.strip("/"),
                                     "edge_type": "BELONGS_TO"} for i in items]
     edges += [{"source": path, "target": path.rsplit("/", 1)[0], "edge_type": "CHILD_OF"}
               for path in spaces if path != query.project]
-    for edge in graph.links_between([r.kref for r in current.values()], list(node_of)):
-        source = node_of.get(str(krefs.parse(edge.source_kref).item()))
-        target = node_of.get(str(krefs.parse(edge.target_kref).item()))
+    current = [i.revision_kref for i in items if i.revision_kref]
+    for link in graph.links_between(current, list(node_of)):
+        source, target = node_of.get(link.source_item), node_of.get(link.target_item)
         if source and target and source != target:
-            entry: dict[str, Any] = {"source": source, "target": target, "edge_type": edge.edge_type}
-            if edge.metadata:
-                entry["metadata"] = dict(edge.metadata)
+            entry: dict[str, Any] = {"source": source, "target": target, "edge_type": link.edge_type}
+            if link.metadata:
+                entry["metadata"] = link.metadata
             edges.append(entry)
     space_nodes = [{"id": p, "name": p.rsplit("/", 1)[-1], "kind": "space",
                     "space": p.rsplit("/", 1)[0] if "/" in p else "", "created_at": None, "title": p,

@@ -14,6 +14,7 @@ import pytest
 from litestar.testing import TestClient
 
 from appliance.admin_api.console_reads import TEXT_BYTES
+from appliance.admin_api.console_shapes import GraphResponse
 from appliance.app import Services, build_app, open_services
 from appliance.config import load_settings
 from tests.problems import problem
@@ -133,6 +134,7 @@ def test_stats_count_a_deprecated_memory_as_deprecated(console: Console) -> None
 # -- graph -------------------------------------------------------------------------------------------------------
 def test_graph_has_the_memory_graph_shape(console: Console) -> None:
     graph = console.get("/api/v1/graph")
+    GraphResponse.model_validate(graph)  # the route sends what it built without validating it: check here
     assert graph["spaces"][0] == "CognitiveMemory" and graph["truncated"] is False and graph["sampling"] is None
     memories = [n for n in graph["nodes"] if n["kind"] != "space"]
     assert graph["total_nodes"] == len(memories) == 5
@@ -163,6 +165,7 @@ def test_graph_past_its_limit_shows_the_newest_and_says_so(console: Console) -> 
     memories = [n for n in graph["nodes"] if n["kind"] != "space"]
     assert len(memories) == 2 and graph["truncated"] is True and graph["total_nodes"] == 5
     assert graph["sampling"]["method"] == "newest_first" and "5 memories match" in graph["sampling"]["detail"]
+    GraphResponse.model_validate(graph)
     everything = [n for n in console.get("/api/v1/graph")["nodes"] if n["kind"] != "space"]
     newest = sorted(everything, key=lambda n: n["created_at"], reverse=True)[:2]
     assert {n["id"] for n in memories} == {n["id"] for n in newest}
@@ -312,6 +315,15 @@ def test_search_hits_carry_their_item(console: Console) -> None:
     assert hit["name"].endswith(".note") and hit["deprecated"] is False and hit["summary"]
 
 
+@pytest.mark.parametrize(("params", "field"), [
+    ({"kind": [f"k{i}" for i in range(21)]}, "kind"), ({"tag": ["t" * 257]}, "tag"),
+    ({"project": "p" * 257}, "project"), ({"space": "/CognitiveMemory/../x"}, "space"),
+    ({"memory_type": [f"m{i}" for i in range(21)]}, "memory_type"),
+])
+def test_search_refuses_unbounded_filters(console: Console, params: dict[str, Any], field: str) -> None:
+    refused(console.http.get("/api/v1/search", params={"q": "port", **params}), 400, field)
+
+
 def test_config_masks_every_secret(console: Console) -> None:
     answer = console.http.get("/api/v1/config")
     assert answer.status_code == 200
@@ -330,6 +342,8 @@ def test_jobs_and_model_live_under_v1(console: Console) -> None:
     assert console.get("/api/v1/model")["chat"]["state"] == "unavailable"
     refused(console.http.get("/api/v1/jobs/job-404"), 404, "job_id")
     refused(console.http.post("/api/v1/jobs/job-404/cancel"), 404, "job_id")
+    refused(console.http.get("/api/v1/jobs/" + "j" * 129), 400, "job_id")
+    refused(console.http.get("/api/v1/jobs", params={"kind": "k" * 129}), 400, "kind")
 
 
 @pytest.mark.parametrize(("method", "old", "new"), [
