@@ -133,6 +133,10 @@ bench: install
 bench-search: install
 	$(BIN)/python benchmarks/search_bench.py
 
+# the console API's reads (graph view, stats, inspect, search) over 10k seeded memories (JSON)
+bench-console: install
+	$(BIN)/python benchmarks/console_bench.py
+
 # LoCoMo evidence recall by search mode; DATA= another LoCoMo-format file to evaluate on it
 DATA ?= ../shared/bench/locomo-dev.json
 bench-recall: install

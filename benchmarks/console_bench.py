@@ -3,7 +3,7 @@
     python benchmarks/console_bench.py [--items 10000] [--repeat 5]
 
 Seeds ``--items`` memories (one revision each, titles, summaries and memory types in their metadata, spread
-over 20 spaces of one project, with two DERIVED_FROM edges each to earlier memories) through the graph's bulk
+over 20 spaces of one project, summaries of ~400 characters, with two DERIVED_FROM edges each to earlier memories) through the graph's bulk
 writes in a temporary data directory, then times the console's reads through Litestar's test client on the
 real app: ``GET /api/v1/graph`` at the default limit (2000), at the maximum (10000) and filtered by memory
 type, ``GET /api/v1/stats``, ``GET /api/v1/inspect`` and ``GET /api/v1/search`` with its per-hit item
@@ -34,6 +34,7 @@ PROJECT = "Bench"
 SPACES = 20
 TYPES = ("fact", "decision", "preference", "summary", "reflection")
 BATCH = 5000
+FILLER = "A sentence of the kind a stored summary holds, repeated to a typical summary's length. " * 4  # ~350 chars
 
 
 def seed(graph: Any, items: int, rng: random.Random) -> float:
@@ -42,8 +43,8 @@ def seed(graph: Any, items: int, rng: random.Random) -> float:
         graph.ensure_space(f"/{PROJECT}/s{s}")
     krefs = [f"kref://{PROJECT}/s{i % SPACES}/m{i}.note" for i in range(items)]
     for first in range(0, items, BATCH):
-        rows = [NewRevision(krefs[i], {"title": f"Memory {i}", "summary": f"Memory {i} says something about "
-                                       f"topic {i % 97}.", "memory_type": TYPES[i % len(TYPES)]})
+        rows = [NewRevision(krefs[i], {"title": f"Memory {i}", "summary": f"Memory {i} is about topic {i % 97}. "
+                                       + FILLER, "memory_type": TYPES[i % len(TYPES)]})
                 for i in range(first, min(items, first + BATCH))]
         result = graph.create_revisions(rows)
         assert not result.failures, result.failures

@@ -82,7 +82,7 @@ class ConsoleController(Controller):
                 f"{GRAPH_MAX}) to see more."))
         # built to GraphResponse's shape by memory_graph and sent as it is: validating 10k nodes and 30k edges
         # into models cost more (0.4-0.8 s) than reading them from the graph; the tests validate the shape
-        return Response({**found.view, "truncated": found.truncated, "total_nodes": found.total,
+        return Response({**found.view,  # type: ignore[arg-type]  # GraphResponse's shape, not the model "truncated": found.truncated, "total_nodes": found.total,
                          "sampling": sampling.model_dump() if sampling else None})
 
     @get("/inspect", summary="One memory: item, revision, revisions, tags, artifact text, provenance",

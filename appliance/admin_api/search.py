@@ -58,14 +58,16 @@ class SearchController(Controller):
 
 
 def _hit(hit: Scored, found: tuple[Revision, Item] | None) -> SearchHit:
-    scores = {"revision_kref": hit.revision_kref, "score": round(hit.score, 4),
-              "vector_score": None if hit.vector is None else round(hit.vector, 4),
-              "text_score": None if hit.text is None else round(hit.text, 4)}
+    vector = None if hit.vector is None else round(hit.vector, 4)
+    text = None if hit.text is None else round(hit.text, 4)
     if found is None:  # deleted since it was indexed (the index drops its row at its next round)
-        return SearchHit(**scores, item_kref=None, name=None, kind=None, space=None, title=None, summary=None,
-                         deprecated=None)
+        return SearchHit(revision_kref=hit.revision_kref, score=round(hit.score, 4), vector_score=vector,
+                         text_score=text, item_kref=None, name=None, kind=None, space=None, title=None,
+                         summary=None, deprecated=None)
     revision, item = found
     summary = records.summary_of(revision.metadata)
-    return SearchHit(**scores, item_kref=item.kref, name=item.name, kind=item.kind, space=item.space_path.lstrip("/"),
+    return SearchHit(revision_kref=hit.revision_kref, score=round(hit.score, 4), vector_score=vector,
+                     text_score=text, item_kref=item.kref, name=item.name, kind=item.kind,
+                     space=item.space_path.lstrip("/"),
                      title=revision.metadata.get("title") or summary[:120] or item.item_name, summary=summary,
                      deprecated=revision.deprecated or item.deprecated)

@@ -32,11 +32,12 @@ class GraphQuery:
 @dataclass(frozen=True)
 class MemoryGraph:
     view: dict[str, Any]  # {nodes, edges, spaces, stats}
-    total: int  # memories that matched; ``view`` holds the first ``limit`` of them
+    total: int  # memories that matched
+    shown: int  # memories in ``view``: the first ``limit`` of them
 
     @property
     def truncated(self) -> bool:
-        return self.total > self.view["stats"]["shown_items"]
+        return self.total > self.shown
 
 
 def memory_graph(graph: GraphStore, query: GraphQuery) -> MemoryGraph:
@@ -66,7 +67,7 @@ def memory_graph(graph: GraphStore, query: GraphQuery) -> MemoryGraph:
     stats = {"total_items": found.total, "shown_items": len(items), "total_edges": len(edges),
              "kinds": {**found.kinds, "space": len(spaces)}}
     return MemoryGraph({"nodes": space_nodes + nodes, "edges": edges, "spaces": spaces, "stats": stats},
-                       found.total)
+                       found.total, len(items))
 
 
 def _node_id(item_kref: str) -> str:
