@@ -2,10 +2,10 @@
 
     python benchmarks/console_bench.py [--items 10000] [--repeat 5]
 
-Seeds ``--items`` memories (one revision each, titles, summaries and memory types in their metadata, spread
-over 20 spaces of one project, summaries of ~400 characters, with two DERIVED_FROM edges each to earlier memories) through the graph's bulk
-writes in a temporary data directory, then times the console's reads through Litestar's test client on the
-real app: ``GET /api/v1/graph`` at the default limit (2000), at the maximum (10000) and filtered by memory
+Seeds ``--items`` memories (one revision each, titles, summaries of ~400 characters and memory types in their
+metadata, spread over 20 spaces of one project, with two DERIVED_FROM edges each to earlier memories) through
+the graph's bulk writes in a temporary data directory, then times the console's reads through Litestar's test
+client on the real app: ``GET /api/v1/graph`` at the default limit (2000), at the maximum (10000) and filtered by memory
 type, ``GET /api/v1/stats``, ``GET /api/v1/inspect`` and ``GET /api/v1/search`` with its per-hit item
 details. Each timing is the median (and worst) of ``--repeat`` calls, in ms, with the answer's size.
 """
