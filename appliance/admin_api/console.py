@@ -66,7 +66,7 @@ class ConsoleController(Controller):
         start, end = moment(since, "since"), moment(until, "until")
         if start and end and start >= end:
             raise InvalidArgument("until: give a time after since", field="until")
-        services.graph.get_project(project)
+        services.graph.get_project(project)  # before the space: a missing project is what to say
         if context:
             try:
                 services.graph.get_space("/" + context)
@@ -82,8 +82,9 @@ class ConsoleController(Controller):
                 f"{GRAPH_MAX}) to see more."))
         # built to GraphResponse's shape by memory_graph and sent as it is: validating 10k nodes and 30k edges
         # into models cost more (0.4-0.8 s) than reading them from the graph; the tests validate the shape
-        return Response({**found.view,  # type: ignore[arg-type]  # GraphResponse's shape, not the model "truncated": found.truncated, "total_nodes": found.total,
-                         "sampling": sampling.model_dump() if sampling else None})
+        answer = {**found.view, "truncated": found.truncated, "total_nodes": found.total,
+                  "sampling": sampling.model_dump() if sampling else None}
+        return Response(answer)  # type: ignore[arg-type]  # GraphResponse's shape, not the model
 
     @get("/inspect", summary="One memory: item, revision, revisions, tags, artifact text, provenance",
          sync_to_thread=True)

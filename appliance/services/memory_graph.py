@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from appliance.graph import GraphStore
+from appliance.graph.overview import GraphItems
 from appliance.memory import records
 
 
@@ -41,8 +42,13 @@ class MemoryGraph:
 
 
 def memory_graph(graph: GraphStore, query: GraphQuery) -> MemoryGraph:
-    found = graph.graph_items(query.project, query.space, list(query.kinds), list(query.memory_types),
-                              query.name_contains, query.since, query.until, query.limit, query.by_name)
+    """The view of ``query``; NotFound (naming ``project``) when the project does not exist. An archived
+    project shows no memories: they are hidden as from search."""
+    if graph.get_project(query.project).deprecated:
+        found = GraphItems([], 0, {})
+    else:
+        found = graph.graph_items(query.project, query.space, list(query.kinds), list(query.memory_types),
+                                  query.name_contains, query.since, query.until, query.limit, query.by_name)
     items = found.items
     node_of = {item.item_kref: _node_id(item.item_kref) for item in items}
     nodes = [{"id": node_of[item.item_kref], "name": item.name, "kind": item.kind, "space": item.space.strip("/"),

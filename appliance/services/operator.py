@@ -105,6 +105,5 @@ class OperatorService:
         space = (args.space or "").strip().strip("/")
         inside = space == project or space.startswith(project + "/")  # a path in another project is relative
         context = space if inside else f"{project}/{space}" if space else ""
-        self.graph.get_project(project)
         return memory_graph(self.graph, GraphQuery(project, context, kinds, name_contains=args.search or "",
                                                    by_name=args.sort == "name", limit=args.limit)).view

@@ -171,6 +171,18 @@ def test_graph_past_its_limit_shows_the_newest_and_says_so(console: Console) -> 
     assert {n["id"] for n in memories} == {n["id"] for n in newest}
 
 
+def test_an_archived_project_shows_no_memories(console: Console) -> None:
+    console.op("kumiho_delete_project", project_name="Other")  # archives it
+    try:
+        graph = console.get("/api/v1/graph", project="Other")
+        assert graph["total_nodes"] == 0 and graph["spaces"] == ["Other"]
+        other = next(p for p in console.get("/api/v1/stats")["projects"] if p["project"] == "Other")
+        assert other["archived"] is True and other["items"] == 1
+    finally:
+        console.services.graph.update_project("Other", deprecated=False)
+    assert console.get("/api/v1/graph", project="Other")["total_nodes"] == 1
+
+
 @pytest.mark.parametrize(("params", "status", "field"), [
     ({"limit": 0}, 400, "limit"), ({"limit": 10_001}, 400, "limit"), ({"since": "yesterday"}, 400, "since"),
     ({"until": "2026-01-01T00:00:00"}, 400, "until"),  # no offset
