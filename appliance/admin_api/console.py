@@ -7,7 +7,7 @@ deprecation runs the typed operations the MCP tools run (``kumiho_set_metadata``
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from litestar import Controller, Response, get, post
 from litestar.datastructures import State
@@ -22,6 +22,9 @@ from appliance.core import names
 from appliance.errors import InvalidArgument, KumihoError, NotFound
 from appliance.memory.views import item_view
 from appliance.services.memory_graph import GraphQuery, memory_graph
+
+if TYPE_CHECKING:
+    from appliance.app import Services
 
 GRAPH_DEFAULT = 2000  # memories one graph answer shows unless asked
 GRAPH_MAX = 10_000
@@ -130,7 +133,7 @@ def _project_and_space(project: str | None, space: str | None, default: str) -> 
     return segments[0], "/".join(segments)
 
 
-def _set_deprecated(services: Any, kref: str, deprecated: bool, reason: str | None) -> shapes.ItemView:
+def _set_deprecated(services: Services, kref: str, deprecated: bool, reason: str | None) -> shapes.ItemView:
     """Run the typed operations in one transaction: the reason lands with the deprecation or not at all."""
     parsed = krefs.parse(kref, "kref")
     if not parsed.is_item or parsed.revision is not None or parsed.tag or parsed.time or parsed.artifact:
