@@ -204,9 +204,12 @@ class Settings(BaseSettings):
     port: int = Field(DEFAULT_PORT, ge=1, le=65535, description="one port for HTTP, MCP and gRPC")
     data_dir: Path = Field(default_factory=default_data_dir, description="graph, index, artifacts, token")
     api_token: SecretStr | None = Field(
-        None, description="bearer token for requests from beyond loopback: at least 32 of the characters "
+        None, description="bearer token for requests from beyond loopback (and on loopback with require_token), "
+        "sent as `Authorization: Bearer <token>` or `X-Kumiho-Token: <token>`: at least 32 of the characters "
         "A-Z a-z 0-9 - . _ ~ + / (then = padding); when unset one is generated in the data directory (file token)"
     )
+    require_token: bool = Field(False, description="require the bearer token on loopback too (a machine other "
+                                "users share); beyond loopback it is always required. /api/_live stays open")
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log to stderr at this level")
     idle_exit_minutes: float = Field(30.0, ge=0, le=10080, description="an appliance that `kumiho-ce mcp` started "
                                      "in the background exits after this long with no request and no running "
@@ -223,6 +226,11 @@ class Settings(BaseSettings):
     @property
     def is_loopback(self) -> bool:
         return self.host in ("127.0.0.1", "localhost", "::1") or self.host.startswith("127.")
+
+    @property
+    def token_required(self) -> bool:
+        """Whether every request but ``/api/_live`` must present the bearer token."""
+        return self.require_token or not self.is_loopback
 
 
 def resolve_config_path(explicit: str | os.PathLike[str] | None = None) -> Path | None:
