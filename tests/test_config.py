@@ -107,5 +107,5 @@ def test_the_token_is_required_beyond_loopback_and_on_loopback_when_asked(monkey
     monkeypatch.setenv("KUMIHO_CE_REQUIRE_TOKEN", "true")
     assert load_settings(None).require_token and load_settings(None).token_required
     monkeypatch.setenv("KUMIHO_CE_REQUIRE_TOKEN", "maybe")
-    with pytest.raises(ConfigError, match="require_token.*KUMIHO_CE_REQUIRE_TOKEN"):
+    with pytest.raises(ConfigError, match=r"require_token.*KUMIHO_CE_REQUIRE_TOKEN"):
         load_settings(None)
