@@ -210,10 +210,10 @@ def make_embedder(settings: Settings) -> Embedder:
     return default_embedder(search.embedding_threads)
 
 
-def build_app(services: Services) -> ASGIApp:
+def build_app(services: Services) -> ApplianceApp:
     """The ASGI app: Litestar (admin API, schema, ``/mcp``) wrapped in the front door (Host, Origin, CORS,
-    body size) and, beyond loopback, the token guard, so that every request passes them, an unknown path
-    or method too. Raises ConfigError when the token is unusable."""
+    cross-site writes, body size) and, beyond loopback or with ``require_token``, the token guard, so that every
+    request passes them, an unknown path or method too. Raises ConfigError when the token is unusable."""
     settings = services.settings
     mcp = session_manager(
         build_server(handlers(services.families), settings.kumiho.default_project))
@@ -240,9 +240,22 @@ def build_app(services: Services) -> ASGIApp:
         logging_config=None,
         debug=False,
     )
-    # outermost first: Host/Origin (and CORS) → the token beyond loopback → the bounded body → the routes.
+    # outermost first: Host/Origin (CORS, cross-site writes) → the token (beyond loopback or required) → the
+    # bounded body → the routes.
     # Litestar types its ASGI scope and events as TypedDicts; the wrappers take any ASGI app (plain dicts).
     app = bounded_body(settings.http.max_body_bytes)(cast(ASGIApp, litestar))
-    if not settings.is_loopback:
+    if settings.token_required:
         app = token_guard(services.token)(app)
-    return front_door(DoorPolicy.from_settings(settings))(app)
+    return ApplianceApp(front_door(DoorPolicy.from_settings(settings))(app), litestar)
+
+
+@dataclass(frozen=True)
+class ApplianceApp:
+    """The served ASGI app (the door and the guards around Litestar), and the Litestar app inside it, whose route
+    table says what is served (tests/server/test_every_route.py walks it)."""
+
+    asgi: ASGIApp
+    litestar: Litestar
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.asgi(scope, receive, send)
