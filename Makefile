@@ -169,5 +169,9 @@ bench-llm-quality: install
 bench-door: install
 	$(BIN)/python benchmarks/door_bench.py
 
+# /api/_live latency while 200 slow (slowloris-style) connections are held open (JSON)
+bench-slow-clients: install
+	$(BIN)/python benchmarks/slow_clients.py
+
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

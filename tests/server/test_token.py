@@ -8,11 +8,14 @@ from __future__ import annotations
 import json
 import socket
 from pathlib import Path
+from typing import Any
 
+import anyio
 import httpx
 import pytest
 
 from tests.appliance_process import cli_env, free_port, kumiho_ce, serve
+from tests.mcp_api.clients import call, stdio_session, stop_background_appliance
 from tests.netns import PRIVATE_ADDRESS, run_in_private_network
 
 STORE = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
@@ -149,3 +152,20 @@ def test_require_token_asks_for_it_on_loopback_too_in_either_header(tmp_path: Pa
         stored = httpx.post(app.base_url + "/mcp", json=STORE, timeout=30,
                             headers={**MCP_HEADERS, "x-kumiho-token": token})
         assert stored.status_code == 200 and not stored.json()["result"].get("isError"), stored.text
+
+
+def test_the_stdio_bridge_sends_the_token_an_appliance_requires_on_loopback(tmp_path: Path) -> None:
+    """An agent host's `kumiho-ce mcp` needs no change: it reads the token the appliance it started wrote."""
+    data, port = tmp_path / "data", free_port()
+
+    async def steps() -> dict[str, Any]:
+        async with stdio_session(data, port, KUMIHO_CE_REQUIRE_TOKEN="true") as session:
+            return await call(session, "kumiho_memory_store", user_text="the door code is 4711")
+
+    try:
+        stored = anyio.run(steps)
+        assert "error" not in stored, stored
+        without = httpx.post(f"http://127.0.0.1:{port}/mcp", json=STORE, headers=MCP_HEADERS, timeout=30)
+        assert without.status_code == 401  # the appliance the bridge started does require it
+    finally:
+        stop_background_appliance(data)
