@@ -22,6 +22,7 @@ from litestar.openapi.plugins import JsonRenderPlugin
 from appliance import __version__
 from appliance.admin_api.auth import checked_token, configured_token, token_guard
 from appliance.admin_api.errors import HANDLERS
+from appliance.admin_api.events import EventsController
 from appliance.admin_api.health import HealthController
 from appliance.admin_api.jobs import JobsController
 from appliance.admin_api.search import SearchController
@@ -29,7 +30,9 @@ from appliance.config import Settings
 from appliance.core.ports import ChatModel, Embedder
 from appliance.datadir import DataDir
 from appliance.errors import ConfigError
+from appliance.feed import EventFeed
 from appliance.graph import GraphStore
+from appliance.health import HealthProbe
 from appliance.inference.embedding import HashingEmbedder, OnnxEmbedder, default_embedder
 from appliance.inference.factory import chat_model as configured_model
 from appliance.inference.install import models_dir
@@ -72,6 +75,7 @@ class Services:
     jobs: JobQueue
     model: ChatModel
     maintenance: Maintenance
+    feed: EventFeed
 
     @property
     def token(self) -> str:
@@ -101,6 +105,8 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
         try:
             # before anything writes: files of writes a crash interrupted (the graph is consistent by now)
             sweep_artifacts(data_dir.root / "artifacts", graph.artifact_locations())
+            feed = EventFeed(settings.events, graph.last_event_seq())  # before anything else writes
+            graph.on_events(feed.graph_events)
             embedder = make_embedder(settings)
             moved = repair.set_aside_if_damaged(data_dir.root / "index")  # rebuilt in the background
             index = SearchIndex(data_dir.root / "index", embedder.dim, embedder.model_id, index_caches(settings))
@@ -111,6 +117,7 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
             model = chat_model or with_response_cache(
                 settings, configured_model(settings.inference, models_dir(settings)))
             jobs = JobQueue()
+            jobs.subscribe(feed.job_changed)
             jobs.start()
             maintenance: Maintenance | None = None
             try:
@@ -120,8 +127,9 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
                                           settings.kumiho.default_project, consolidator=parts.consolidator)
                 maintenance.start()
                 yield Services(settings, data_dir, graph, index, search, worker, working, tuple(families(parts)),
-                               jobs, model, maintenance)
+                               jobs, model, maintenance, feed)
             finally:
+                feed.close()  # no event stream outlives the stores (the server ends them earlier: runner.run)
                 if maintenance is not None:
                     maintenance.stop()
                 jobs.stop()
@@ -206,6 +214,7 @@ def build_app(services: Services) -> ASGIApp:
     body size) and, beyond loopback, the token guard, so that every request passes them, an unknown path
     or method too. Raises ConfigError when the token is unusable."""
     settings = services.settings
+    health = HealthProbe(services.graph, services.search, services.feed, services.index_worker)
     mcp = session_manager(
         build_server(handlers(services.families), settings.kumiho.default_project))
 
@@ -219,9 +228,9 @@ def build_app(services: Services) -> ASGIApp:
             yield
 
     litestar = Litestar(
-        route_handlers=[HealthController, SearchController, JobsController, mcp_endpoint],
+        route_handlers=[HealthController, SearchController, JobsController, EventsController, mcp_endpoint],
         lifespan=[run_mcp],
-        state=State({"services": services}),
+        state=State({"services": services, "health": health}),
         exception_handlers=HANDLERS,  # type: ignore[arg-type]  # each handler takes its own exception class
         request_max_body_size=settings.http.max_body_bytes,
         openapi_config=OpenAPIConfig(
