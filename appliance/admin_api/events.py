@@ -29,7 +29,7 @@ from typing import Annotated, Any
 import anyio
 from litestar import Controller, Request, get
 from litestar.datastructures import State
-from litestar.params import Parameter
+from litestar.params import HeaderParameter, QueryParameter
 from litestar.response import Stream
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -60,12 +60,12 @@ class EventsController(Controller):
          media_type=MEDIA_TYPE, response_description="text/event-stream of the appliance's events")
     async def events(
         self, state: State, request: Request[Any, Any, Any],
-        after: Annotated[str | None, Parameter(
-            query="after", required=False, max_length=MAX_ID_CHARS,
+        after: Annotated[str | None, QueryParameter(
+            name="after", required=False, max_length=MAX_ID_CHARS,
             description="resume after this event id (as the `id:` lines give it); -1 = from the oldest event "
                         "still replayable")] = None,
-        last_event_id: Annotated[str | None, Parameter(
-            header="Last-Event-ID", required=False, max_length=MAX_ID_CHARS,
+        last_event_id: Annotated[str | None, HeaderParameter(
+            name="Last-Event-ID", required=False, max_length=MAX_ID_CHARS,
             description="resume after this event id (a browser's EventSource sends it when it reconnects); "
                         "wins over `after`")] = None,
     ) -> Stream:
