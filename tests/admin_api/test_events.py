@@ -7,13 +7,17 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
+from litestar.types import Message
 
+from appliance.admin_api.events import EventStream
+from appliance.errors import InvalidArgument
 from appliance.jobs import Job
 from tests.admin_api.sse import Block, EventReader
 from tests.inprocess import InProcess, serve_in_process
@@ -131,6 +135,21 @@ def test_a_client_that_falls_behind_the_ring_is_dropped_and_resumes_without_loss
         assert quiet(reader)
 
 
+def test_a_rolled_back_write_sends_no_event(app: InProcess) -> None:
+    def half_then_refuse() -> None:
+        create_items(app, "rolled-back", 2)
+        raise InvalidArgument("refused on purpose", field="test")
+
+    with stream(app) as reader:
+        with pytest.raises(InvalidArgument):
+            app.services.graph.atomic(half_then_refuse)
+        create_items(app, "committed", 1)
+        event = reader.event()
+    assert event.kind == "item.created" and event.data is not None
+    assert event.data["kref"].endswith("/committed-0.note"), event.data
+    assert not any("rolled-back" in e["kref"] for e in app.services.graph.events(limit=10_000))
+
+
 def test_job_progress_and_completion_stream_and_resume(app: InProcess) -> None:
     step = threading.Event()
 
@@ -218,3 +237,32 @@ def test_open_streams_end_cleanly_when_the_appliance_stops(tmp_path: Path) -> No
                 assert last.kind is None, last
     log = (tmp_path / "data.log").read_text()
     assert "timeout graceful shutdown exceeded" not in log, log[-2000:]
+
+
+def test_a_client_that_stops_taking_bytes_is_disconnected_and_its_place_freed() -> None:
+    """The server's side of a stalled client: uvicorn's send() waits while the socket's buffers are full, here
+    for ever (ASGI channels of the test's own: filling real socket buffers takes megabytes of events)."""
+    released: list[bool] = []
+    sent: list[Message] = []
+
+    async def frames() -> AsyncIterator[bytes]:
+        while True:
+            yield b": tick\n\n"
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+        if len(sent) > 2:  # the start, one chunk, then the client stops reading
+            await anyio.sleep_forever()
+
+    async def receive() -> Message:
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async def main() -> None:
+        response = EventStream(frames(), release=lambda: released.append(True), stall_timeout=1.0)
+        asgi = response.to_asgi_response(app=None, request=None)  # type: ignore[arg-type]
+        with anyio.fail_after(30):  # bounds the test, not the speed
+            await asgi({"type": "http", "method": "GET"}, receive, send)  # type: ignore[arg-type]
+
+    anyio.run(main)
+    assert released == [True] and sent[0]["type"] == "http.response.start" and len(sent) == 3
