@@ -24,6 +24,7 @@ from appliance.admin_api.auth import checked_token, configured_token, token_guar
 from appliance.admin_api.errors import HANDLERS
 from appliance.admin_api.health import HealthController
 from appliance.admin_api.jobs import JobsController
+from appliance.admin_api.kumiho_rest import KumihoRestController
 from appliance.admin_api.search import SearchController
 from appliance.config import Settings
 from appliance.core.ports import ChatModel, Embedder
@@ -219,7 +220,8 @@ def build_app(services: Services) -> ASGIApp:
             yield
 
     litestar = Litestar(
-        route_handlers=[HealthController, SearchController, JobsController, mcp_endpoint],
+        route_handlers=[HealthController, SearchController, JobsController, mcp_endpoint,
+                        KumihoRestController],
         lifespan=[run_mcp],
         state=State({"services": services}),
         exception_handlers=HANDLERS,  # type: ignore[arg-type]  # each handler takes its own exception class
