@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from litestar import Controller, delete, get, post
 from litestar.datastructures import State
-from litestar.params import Parameter, QueryParameter
+from litestar.params import HeaderParameter, JSONBody, QueryParameter
 
 from appliance.admin_api.kumiho_shapes import (
     MAX_BATCH,
@@ -34,7 +34,7 @@ from appliance.admin_api.kumiho_shapes import (
     SpaceShape,
 )
 from appliance.core import kref as krefs
-from appliance.core.model import Item, Space
+from appliance.core.model import Item, Page, Space
 from appliance.errors import AlreadyExists, InvalidArgument, KumihoError, NotFound
 from appliance.memory import views
 from appliance.memory.client import Client
@@ -58,19 +58,24 @@ def _perform(state: State, name: str, args: dict[str, Any]) -> dict[str, Any]:
     services = state.services
     found = catalogue.operation(name)
     assert found is not None, name
-    return handlers(services.families)[name](validation.parse(found, args),
-                                             Client(project=services.settings.kumiho.default_project))
+    with _named():
+        return handlers(services.families)[name](validation.parse(found, args),
+                                                 Client(project=services.settings.kumiho.default_project))
 
 
 @contextmanager
-def _named(operation_field: str, rest_field: str) -> Iterator[None]:
-    """Errors of an operation name its argument (``item_kref``); the REST caller sent Kumiho's (``kref``)."""
+def _named(operation_field: str = "", rest_field: str = "") -> Iterator[None]:
+    """Every error names its field in its message too (``kref: item … does not exist``), and the field is the
+    one the REST caller sent: an operation names its own argument (``item_kref``) where Kumiho's route takes
+    another (``kref``)."""
     try:
         yield
     except KumihoError as exc:
-        if exc.field == operation_field:
+        if operation_field and exc.field == operation_field:
             exc.field = rest_field
             exc.message = exc.message.replace(operation_field, rest_field)
+        if exc.field and exc.field not in exc.message:
+            exc.message = f"{exc.field}: {exc.message}"
         raise
 
 
@@ -91,13 +96,13 @@ def _artifact(view: dict[str, Any]) -> ArtifactShape:
 class KumihoRestController(Controller):
     path = "/api/v1"
     tags = ("kumiho",)
-    parameters = MappingProxyType({"x_kumiho_token": Parameter(
-        header="X-Kumiho-Token", required=False, max_length=8192,
+    parameters = MappingProxyType({"x_kumiho_token": HeaderParameter(
+        name="X-Kumiho-Token", annotation=str, required=False, max_length=8192,
         description="Kumiho's service token header; accepted (empty too) where the appliance needs no token")})
 
     # -- projects ---------------------------------------------------------------------------------------------
     @post("/projects", summary="Create a project (409 when it exists)", sync_to_thread=True)
-    def create_project(self, state: State, data: CreateProjectBody) -> ProjectShape:
+    def create_project(self, state: State, data: JSONBody[CreateProjectBody]) -> ProjectShape:
         made = _perform(state, "kumiho_create_project", {"name": data.name, "description": data.description})
         return ProjectShape.model_validate(made["project"])
 
@@ -107,7 +112,7 @@ class KumihoRestController(Controller):
 
     # -- spaces -----------------------------------------------------------------------------------------------
     @post("/spaces", summary="Create a space under a project or a space (409 when it exists)", sync_to_thread=True)
-    def create_space(self, state: State, data: CreateSpaceBody) -> SpaceShape:
+    def create_space(self, state: State, data: JSONBody[CreateSpaceBody]) -> SpaceShape:
         project = krefs.parse_space_path(data.parent_path, "parent_path")[0]
         made = _perform(state, "kumiho_create_space",
                         {"project_name": project, "space_name": data.name, "parent_path": data.parent_path})
@@ -126,8 +131,9 @@ class KumihoRestController(Controller):
         spaces: list[Space] = []
         cursor: str | None = None
         while len(spaces) < MAX_SPACES:
-            page = state.services.graph.list_spaces(parent_path, recursive=recursive,
-                                                    page_size=MAX_SPACES - len(spaces), cursor=cursor)
+            with _named():
+                page = state.services.graph.list_spaces(parent_path, recursive=recursive,
+                                                        page_size=MAX_SPACES - len(spaces), cursor=cursor)
             spaces += page.items
             cursor = page.next_cursor
             if cursor is None:
@@ -141,15 +147,16 @@ class KumihoRestController(Controller):
         space_path: Annotated[str, QueryParameter(min_length=1, max_length=512, description="/project/space…")],
         name_filter: Annotated[str, QueryParameter(max_length=256, description="a substring of the name")] = "",
         kind_filter: Annotated[str, QueryParameter(max_length=128)] = "",
-        include_deprecated: bool = False,
+        include_deprecated: Annotated[bool, QueryParameter(description="deprecated items too")] = False,
         limit: Annotated[int, QueryParameter(ge=1, le=MAX_ITEMS_PAGE)] = 100,
         offset: Annotated[int, QueryParameter(ge=0, le=MAX_OFFSET)] = 0,
     ) -> list[ItemShape]:
         graph = state.services.graph
 
-        def page(size: int, cursor: str | None) -> Any:
-            return graph.list_items(space_path, name_filter=name_filter, kind_filter=kind_filter,
-                                    include_deprecated=include_deprecated, page_size=size, cursor=cursor)
+        def page(size: int, cursor: str | None) -> Page[Item]:
+            with _named():
+                return graph.list_items(space_path, name_filter=name_filter, kind_filter=kind_filter,
+                                        include_deprecated=include_deprecated, page_size=size, cursor=cursor)
 
         cursor, skipped = None, 0
         while skipped < offset:  # the store pages by cursor: walk past `offset` items first
@@ -178,12 +185,12 @@ class KumihoRestController(Controller):
     @get("/items/fulltext-search", summary="Typo-tolerant search over items, best first", sync_to_thread=True)
     def fulltext_search(
         self, state: State,
-        text: Annotated[str, QueryParameter(query="query", min_length=1, max_length=2000,
+        text: Annotated[str, QueryParameter(name="query", min_length=1, max_length=2000,
                                             description="the words to look for")],
         context: Annotated[str, QueryParameter(
             max_length=512, description="a project or project/space path prefix")] = "",
         kind: Annotated[str, QueryParameter(max_length=128)] = "",
-        include_deprecated: bool = False,
+        include_deprecated: Annotated[bool, QueryParameter(description="deprecated items too")] = False,
         limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 50,
     ) -> list[SearchHitShape]:
         found = _perform(state, "kumiho_fulltext_search", {
@@ -192,10 +199,11 @@ class KumihoRestController(Controller):
         return [SearchHitShape.model_validate(hit) for hit in found["results"]]
 
     # -- revisions --------------------------------------------------------------------------------------------
-    @get("/revisions", summary="An item's revisions, oldest first", sync_to_thread=True)
+    @get("/revisions", summary="An item's revisions, by number (oldest first)", sync_to_thread=True)
     def list_revisions(self, state: State, item_kref: Kref) -> list[RevisionShape]:
         found = _perform(state, "kumiho_get_item_revisions", {"item_kref": item_kref, "include_metadata": True})
-        return [RevisionShape.model_validate(r) for r in found["revisions"]]
+        # the tool lists newest first; Revka's revision strip reads them "ordered by number"
+        return sorted((RevisionShape.model_validate(r) for r in found["revisions"]), key=lambda r: r.number)
 
     @get("/revisions/latest", summary="An item's latest revision (404 when it has none)", sync_to_thread=True)
     def latest_revision(self, state: State, item_kref: Kref) -> RevisionShape:
@@ -216,7 +224,7 @@ class KumihoRestController(Controller):
 
     @post("/revisions/batch", summary=f"Many revisions in one call (at most {MAX_BATCH} krefs)",
           status_code=200, sync_to_thread=True)
-    def batch_revisions(self, state: State, data: BatchRevisionsBody) -> BatchRevisionsShape:
+    def batch_revisions(self, state: State, data: JSONBody[BatchRevisionsBody]) -> BatchRevisionsShape:
         requested = len(data.item_krefs) + len(data.revision_krefs)
         if requested > MAX_BATCH:
             raise InvalidArgument(f"item_krefs: give at most {MAX_BATCH} krefs in item_krefs and revision_krefs "
