@@ -36,6 +36,7 @@ from appliance.admin_api.kumiho_shapes import (
 from appliance.core import kref as krefs
 from appliance.core.model import Item, Page, Space
 from appliance.errors import AlreadyExists, InvalidArgument, KumihoError, NotFound
+from appliance.graph import GraphStore
 from appliance.memory import views
 from appliance.memory.client import Client
 from appliance.operations import catalogue, validation
@@ -151,7 +152,7 @@ class KumihoRestController(Controller):
         limit: Annotated[int, QueryParameter(ge=1, le=MAX_ITEMS_PAGE)] = 100,
         offset: Annotated[int, QueryParameter(ge=0, le=MAX_OFFSET)] = 0,
     ) -> list[ItemShape]:
-        graph = state.services.graph
+        graph: GraphStore = state.services.graph
 
         def page(size: int, cursor: str | None) -> Page[Item]:
             with _named():
@@ -191,7 +192,7 @@ class KumihoRestController(Controller):
             max_length=512, description="a project or project/space path prefix")] = "",
         kind: Annotated[str, QueryParameter(max_length=128)] = "",
         include_deprecated: Annotated[bool, QueryParameter(description="deprecated items too")] = False,
-        limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 50,
+        limit: Annotated[int, QueryParameter(ge=1, le=1000, description="at most this many items")] = 100,
     ) -> list[SearchHitShape]:
         found = _perform(state, "kumiho_fulltext_search", {
             "query": text, "context": context, "kind": kind, "include_deprecated": include_deprecated,

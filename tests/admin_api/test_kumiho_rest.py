@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from litestar.testing import TestClient
 
@@ -19,6 +20,7 @@ from appliance.config import load_settings
 from appliance.memory.client import Client
 from appliance.operations import catalogue, validation
 from appliance.services import handlers
+from tests.inprocess import serve_in_process
 
 API = "/api/v1"
 _names = itertools.count()
@@ -493,3 +495,21 @@ def test_odd_krefs_to_delete_are_4xx(rest: Rest) -> None:
     for value in ODD:
         response = rest.client.delete(f"{API}/items/by-kref", params={"kref": value, "force": "true"})
         assert 400 <= response.status_code < 500, (value, response.text)
+
+
+def test_revka_calls_over_real_http_with_an_empty_token_header(tmp_path: Path) -> None:
+    """The same routes over a real socket (uvicorn, the front door): `X-Kumiho-Token:` with an empty value, as
+    Revka sends it when no service token is configured, is accepted."""
+    with serve_in_process(tmp_path, None) as app, httpx.Client(base_url=app.base_url, timeout=30) as http:
+        h = {"X-Kumiho-Token": "", "Accept": "application/json"}
+        assert http.post(f"{API}/projects", json={"name": "Wire"}, headers=h).status_code == 201
+        assert http.post(f"{API}/spaces", json={"parent_path": "/Wire", "name": "Memory"}, headers=h).status_code == 201
+        assert http.post(f"{API}/spaces", json={"parent_path": "/Wire", "name": "Memory"}, headers=h).status_code == 409
+        listed = http.get(f"{API}/items", params={"space_path": "/Wire/Memory", "include_deprecated": "false",
+                                                  "limit": "50", "offset": "0"}, headers=h)
+        assert listed.status_code == 200 and listed.json() == []
+        spaces = http.get(f"{API}/spaces", params={"parent_path": "/Wire", "recursive": "true"}, headers=h)
+        assert [s["path"] for s in spaces.json()] == ["/Wire/Memory"]
+        gone = http.delete(f"{API}/items/by-kref", params={"kref": "kref://Wire/Memory/x.memory", "force": "true"},
+                           headers=h)
+        problem(gone, 404, "kref")
