@@ -114,9 +114,11 @@ class KumihoRestController(Controller):
     # -- spaces -----------------------------------------------------------------------------------------------
     @post("/spaces", summary="Create a space under a project or a space (409 when it exists)", sync_to_thread=True)
     def create_space(self, state: State, data: JSONBody[CreateSpaceBody]) -> SpaceShape:
-        project = krefs.parse_space_path(data.parent_path, "parent_path")[0]
-        made = _perform(state, "kumiho_create_space",
-                        {"project_name": project, "space_name": data.name, "parent_path": data.parent_path})
+        with _named():
+            project = krefs.parse_space_path(data.parent_path, "parent_path")[0]
+        with _named("project_name", "parent_path"), _named("space_name", "name"):
+            made = _perform(state, "kumiho_create_space",
+                            {"project_name": project, "space_name": data.name, "parent_path": data.parent_path})
         path = made["space"]["path"]
         if not made["created"]:
             raise AlreadyExists(f"name: space {path} already exists; choose another name", field="name")

@@ -261,7 +261,8 @@ def test_spaces_create_nested_list_and_errors(rest: Rest) -> None:
     assert c.post(f"{API}/spaces", json={"parent_path": f"/{project}/a", "name": "b"}).json()["parent_path"] == \
         f"/{project}/a"
     problem(c.post(f"{API}/spaces", json={"parent_path": f"/{project}/a", "name": "b"}), 409, "name")
-    problem(c.post(f"{API}/spaces", json={"parent_path": "/NoSuchProject", "name": "b"}), 404, "project_name")
+    problem(c.post(f"{API}/spaces", json={"parent_path": "/NoSuchProject", "name": "b"}), 404, "parent_path")
+    problem(c.post(f"{API}/spaces", json={"parent_path": f"/{project}", "name": "bad name"}), 400, "name")
     problem(c.post(f"{API}/spaces", json={"parent_path": "no-slash//x", "name": "b"}), 400, "parent_path")
     assert c.post(f"{API}/spaces", json={"parent_path": f"/{project}"}).status_code == 400
 
