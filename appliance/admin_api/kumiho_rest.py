@@ -8,15 +8,18 @@ accepted on every route: Revka sends its service token there, empty on a local C
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager
 from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
-from litestar import Controller, delete, get, post
+from litestar import Controller, Request, Response, delete, get, post
 from litestar.datastructures import State
+from litestar.exceptions import ValidationException
 from litestar.params import HeaderParameter, JSONBody, QueryParameter
 
+from appliance.admin_api.errors import validation_error
 from appliance.admin_api.kumiho_shapes import (
     MAX_BATCH,
     ArtifactShape,
@@ -38,9 +41,6 @@ from appliance.core.model import Item, Page, Space
 from appliance.errors import AlreadyExists, InvalidArgument, KumihoError, NotFound
 from appliance.graph import GraphStore
 from appliance.memory import views
-from appliance.memory.client import Client
-from appliance.operations import catalogue, validation
-from appliance.services import handlers
 
 MAX_SPACES = 1000  # spaces one GET /spaces lists (Kumiho's answer is a bare list: no room to say "more")
 MAX_ITEMS_PAGE = 1000  # items one GET /items page lists
@@ -55,13 +55,10 @@ Kref = Annotated[str, QueryParameter(min_length=1, max_length=1024, description=
 
 
 def _perform(state: State, name: str, args: dict[str, Any]) -> dict[str, Any]:
-    """One typed operation, its arguments checked as an MCP call's are."""
-    services = state.services
-    found = catalogue.operation(name)
-    assert found is not None, name
+    """One typed operation (its arguments checked as an MCP call's are), its errors naming their field."""
     with _named():
-        return handlers(services.families)[name](validation.parse(found, args),
-                                                 Client(project=services.settings.kumiho.default_project))
+        result: dict[str, Any] = state.services.perform(name, args)
+        return result
 
 
 @contextmanager
@@ -78,6 +75,26 @@ def _named(operation_field: str = "", rest_field: str = "") -> Iterator[None]:
         if exc.field and exc.field not in exc.message:
             exc.message = f"{exc.field}: {exc.message}"
         raise
+
+
+_MISSING = re.compile(r"^Missing required (query parameter|header|path parameter) '([^']+)'")
+_ALIASES = {"text": "query"}  # handler arguments named otherwise than their query parameter (Litestar reserves it)
+
+
+def _invalid_parameter(request: Request[Any, Any, Any], exc: ValidationException) -> Response[dict[str, Any]]:
+    """Litestar's refusal of a parameter, as the appliance words it, naming the parameter the caller sent:
+    ``query`` (not the handler's ``text``), and the one missing when a required one is left out."""
+    missing = _MISSING.match(str(exc.detail)) if exc.extra is None else None
+    if missing:
+        exc.extra = [{"key": missing.group(2), "source": missing.group(1).split()[0],
+                      "message": "is required; give it"}]
+    elif isinstance(exc.extra, list):
+        exc.extra = [{**e, "key": _ALIASES.get(str(e.get("key")), e.get("key"))} if isinstance(e, dict) else e
+                     for e in exc.extra]
+    return validation_error(request, exc)
+
+
+_REFUSALS: MutableMapping[int | type[Exception], Any] = {ValidationException: _invalid_parameter}
 
 
 def _space(space: Space) -> SpaceShape:
@@ -97,6 +114,7 @@ def _artifact(view: dict[str, Any]) -> ArtifactShape:
 class KumihoRestController(Controller):
     path = "/api/v1"
     tags = ("kumiho",)
+    exception_handlers = _REFUSALS
     parameters = MappingProxyType({"x_kumiho_token": HeaderParameter(
         name="X-Kumiho-Token", annotation=str, required=False, max_length=8192,
         description="Kumiho's service token header; accepted (empty too) where the appliance needs no token")})

@@ -17,10 +17,8 @@ from litestar.testing import TestClient
 
 from appliance.app import Services, build_app, open_services
 from appliance.config import load_settings
-from appliance.memory.client import Client
-from appliance.operations import catalogue, validation
-from appliance.services import handlers
 from tests.inprocess import serve_in_process
+from tests.problems import problem as problem_body
 
 API = "/api/v1"
 _names = itertools.count()
@@ -33,9 +31,7 @@ class Rest:
 
     def op(self, operation: str, /, **args: Any) -> dict[str, Any]:
         """Seed the graph through the typed operations (what the MCP tools call)."""
-        found = catalogue.operation(operation)
-        assert found is not None
-        return handlers(self.services.families)[operation](validation.parse(found, args), Client())
+        return self.services.perform(operation, args)
 
     def project(self) -> str:
         name = f"P{next(_names)}"
@@ -56,15 +52,14 @@ def rest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rest]:
 
 
 def problem(response: Any, status: int, field: str | None = None) -> dict[str, Any]:
-    """The error answer: its status, and the field it names (also in its message)."""
+    """The error answer: an RFC 9457 problem of that status naming the field (in ``field`` and in its detail)."""
     assert response.status_code == status, response.text
-    body = response.json()
-    error = body.get("error", body)
+    error = problem_body(response)
     assert "Traceback" not in response.text
     if field is not None:
-        assert error["field"] == field, body
-        assert field in (error.get("detail") or error.get("message")), body
-    return dict(error)
+        assert error["field"] == field, error
+        assert field in error["detail"], error
+    return error
 
 
 # -- Revka's client, as serde decodes: a field is required unless it is an Option or has #[serde(default)] --
@@ -245,8 +240,9 @@ def test_revka_reads_projects_and_tolerates_existing_ones(rest: Rest) -> None:
 
 # -- every route: answers and errors ----------------------------------------------------------------------------
 def test_projects_bad_input(rest: Rest) -> None:
-    assert rest.client.post(f"{API}/projects", json={}).status_code == 400
-    assert rest.client.post(f"{API}/projects", json={"name": "x" * 129}).status_code == 400
+    problem(rest.client.post(f"{API}/projects", json={}), 400, "name")
+    problem(rest.client.post(f"{API}/projects", json={"name": "x" * 129}), 400, "name")
+    problem(rest.client.post(f"{API}/projects", json={"name": "p", "description": "d" * 4097}), 400, "description")
     problem(rest.client.post(f"{API}/projects", json={"name": "has space"}), 400, "name")
 
 
@@ -264,7 +260,7 @@ def test_spaces_create_nested_list_and_errors(rest: Rest) -> None:
     problem(c.post(f"{API}/spaces", json={"parent_path": "/NoSuchProject", "name": "b"}), 404, "parent_path")
     problem(c.post(f"{API}/spaces", json={"parent_path": f"/{project}", "name": "bad name"}), 400, "name")
     problem(c.post(f"{API}/spaces", json={"parent_path": "no-slash//x", "name": "b"}), 400, "parent_path")
-    assert c.post(f"{API}/spaces", json={"parent_path": f"/{project}"}).status_code == 400
+    problem(c.post(f"{API}/spaces", json={"parent_path": f"/{project}"}), 400, "name")
 
     children = c.get(f"{API}/spaces", params={"parent_path": f"/{project}"}).json()
     assert [s["path"] for s in children] == [f"/{project}/a"]
@@ -274,7 +270,8 @@ def test_spaces_create_nested_list_and_errors(rest: Rest) -> None:
     assert {"path": f"/{project}", "parent_path": "/"}.items() <= next(
         s for s in roots if s["path"] == f"/{project}").items()
     problem(c.get(f"{API}/spaces", params={"parent_path": f"/{project}/nope"}), 404)
-    assert c.get(f"{API}/spaces", params={"parent_path": "/" + "x" * 600}).status_code == 400
+    problem(c.get(f"{API}/spaces", params={"parent_path": "/" + "x" * 600}), 400, "parent_path")
+    problem(c.get(f"{API}/spaces", params={"recursive": "maybe"}), 400, "recursive")
 
 
 def test_items_paging_filters_and_bounds(rest: Rest) -> None:
@@ -301,8 +298,8 @@ def test_items_paging_filters_and_bounds(rest: Rest) -> None:
                    "space": f"{project}/s", "deprecated": False, "metadata": {}}
 
     for params in ({"limit": 0}, {"limit": 1001}, {"offset": -1}, {"offset": 100_001}, {"name_filter": "x" * 257}):
-        assert c.get(f"{API}/items", params={"space_path": space, **params}).status_code == 400, params
-    assert c.get(f"{API}/items").status_code == 400  # space_path is required
+        problem(c.get(f"{API}/items", params={"space_path": space, **params}), 400, next(iter(params)))
+    problem(c.get(f"{API}/items"), 400, "space_path")  # required
     problem(c.get(f"{API}/items", params={"space_path": f"/{project}/missing"}), 404, "space_path")
     problem(c.get(f"{API}/items", params={"space_path": "bad//path"}), 400, "space_path")
 
@@ -318,8 +315,8 @@ def test_item_by_kref_and_delete(rest: Rest) -> None:
     assert got.status_code == 200 and got.json()["kref"] == item and got.json()["name"] == "zebra-crossing.memory"
     problem(c.get(f"{API}/items/by-kref", params={"kref": f"kref://{project}/s/nope.memory"}), 404, "kref")
     problem(c.get(f"{API}/items/by-kref", params={"kref": "not a kref"}), 400, "kref")
-    assert c.get(f"{API}/items/by-kref").status_code == 400
-    assert c.get(f"{API}/items/by-kref", params={"kref": "k" * 1025}).status_code == 400
+    problem(c.get(f"{API}/items/by-kref"), 400, "kref")
+    problem(c.get(f"{API}/items/by-kref", params={"kref": "k" * 1025}), 400, "kref")
 
     def found() -> list[str]:
         hits = c.get(f"{API}/items/fulltext-search", params={"query": "zebra quarry", "context": project})
@@ -353,9 +350,11 @@ def test_fulltext_search_filters_and_bounds(rest: Rest) -> None:
     assert krefs(include_deprecated="true", kind="note") == {note}
     assert krefs(context="SomeOtherProject") == set()
     assert len(krefs(include_deprecated="true", limit=1)) == 1
-    for params in ({}, {"query": ""}, {"query": "q" * 2001}, {"query": "q", "limit": 0}, {"query": "q", "limit": 1001},
-                   {"query": "q", "context": "c" * 513}):
-        assert c.get(f"{API}/items/fulltext-search", params=params).status_code == 400, params
+    for params, field in (({}, "query"), ({"query": ""}, "query"), ({"query": "q" * 2001}, "query"),
+                          ({"query": "q", "limit": 0}, "limit"), ({"query": "q", "limit": 1001}, "limit"),
+                          ({"query": "q", "context": "c" * 513}, "context"),
+                          ({"query": "q", "kind": "k" * 129}, "kind")):
+        problem(c.get(f"{API}/items/fulltext-search", params=params), 400, field)
 
 
 def test_revisions_latest_by_kref_and_tags(rest: Rest) -> None:
@@ -379,7 +378,7 @@ def test_revisions_latest_by_kref_and_tags(rest: Rest) -> None:
     problem(c.get(f"{API}/revisions/latest", params={"item_kref": missing}), 404, "item_kref")
     problem(c.get(f"{API}/revisions/by-kref", params={"kref": f"{item}?r=9"}), 404, "kref")
     problem(c.get(f"{API}/revisions/by-kref", params={"kref": "::"}), 400, "kref")
-    assert c.get(f"{API}/revisions/by-kref", params={"kref": item, "t": "x" * 129}).status_code == 400
+    problem(c.get(f"{API}/revisions/by-kref", params={"kref": item, "t": "x" * 129}), 400, "t")
 
 
 def test_revisions_batch(rest: Rest) -> None:
@@ -402,8 +401,8 @@ def test_revisions_batch(rest: Rest) -> None:
     # the bound: 1000 krefs in all
     too_many = {"item_krefs": many * 3, "revision_krefs": [items[2][1][0]] * 251}
     problem(c.post(f"{API}/revisions/batch", json=too_many), 400, "item_krefs")
-    assert c.post(f"{API}/revisions/batch", json={"item_krefs": [items[2][0]] * 1001}).status_code == 400
-    assert c.post(f"{API}/revisions/batch", json={"item_krefs": ["k" * 1025]}).status_code == 400
+    problem(c.post(f"{API}/revisions/batch", json={"item_krefs": [items[2][0]] * 1001}), 400, "item_krefs")
+    problem(c.post(f"{API}/revisions/batch", json={"item_krefs": ["k" * 1025]}), 400, "item_krefs.0")
 
 
 def test_edges_bundles_artifacts(rest: Rest) -> None:
@@ -429,7 +428,7 @@ def test_edges_bundles_artifacts(rest: Rest) -> None:
     assert edges(a) == both  # an item kref: its latest revision
     typed = c.get(f"{API}/edges", params={"kref": a1, "edge_type": "DEPENDS_ON"}).json()
     assert typed[0]["metadata"] == {"why": "test"}
-    assert c.get(f"{API}/edges", params={"kref": a1, "direction": "3"}).status_code == 400
+    problem(c.get(f"{API}/edges", params={"kref": a1, "direction": "3"}), 400, "direction")
     problem(c.get(f"{API}/edges", params={"kref": f"kref://{project}/s/none.memory"}), 404, "kref")
 
     bundle = rest.op("kumiho_create_bundle", space_path=space, bundle_name="set")["bundle"]["kref"]
@@ -450,6 +449,16 @@ def test_edges_bundles_artifacts(rest: Rest) -> None:
         [("notes.md", "/tmp/notes.md", a1, a)]
     assert c.get(f"{API}/artifacts", params={"revision_kref": b1}).json() == []
     problem(c.get(f"{API}/artifacts", params={"revision_kref": f"{a}?r=7"}), 404, "revision_kref")
+
+
+@pytest.mark.parametrize("route,param", [
+    ("/items", "space_path"), ("/items/by-kref", "kref"), ("/items/fulltext-search", "query"),
+    ("/revisions", "item_kref"), ("/revisions/latest", "item_kref"), ("/revisions/by-kref", "kref"),
+    ("/edges", "kref"), ("/bundles/members", "bundle_kref"), ("/artifacts", "revision_kref")])
+def test_a_missing_parameter_is_named(rest: Rest, route: str, param: str) -> None:
+    error = problem(rest.client.get(API + route), 400, param)
+    assert error["code"] == "invalid_argument" and "required" in error["detail"]
+    assert problem(rest.client.delete(f"{API}/items/by-kref"), 400, "kref")["code"] == "invalid_argument"
 
 
 def test_openapi_documents_every_route_with_bounds(rest: Rest) -> None:
