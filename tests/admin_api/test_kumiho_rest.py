@@ -523,3 +523,20 @@ def test_revka_calls_over_real_http_with_an_empty_token_header(tmp_path: Path) -
         gone = http.delete(f"{API}/items/by-kref", params={"kref": "kref://Wire/Memory/x.memory", "force": "true"},
                            headers=h)
         problem(gone, 404, "kref")
+
+
+def test_odd_bodies_are_4xx_never_5xx(rest: Rest) -> None:
+    c = rest.client
+    for value in ODD:
+        for route, body in ((f"{API}/projects", {"name": value}),
+                            (f"{API}/spaces", {"parent_path": value, "name": "x"}),
+                            (f"{API}/spaces", {"parent_path": "/CognitiveMemory", "name": value}),
+                            (f"{API}/revisions/batch", {"item_krefs": [value]}),
+                            (f"{API}/revisions/batch", {"revision_krefs": [value], "allow_partial": False}),
+                            (f"{API}/revisions/batch", {"item_krefs": ["kref://CognitiveMemory/a/b.c"], "tag": value})):
+            response = c.post(route, json=body)
+            assert response.status_code < 500, (route, body, response.text)
+    for body in (b"", b"{", b"[]", b'"x"', b"null", b'{"name": 5}', b'{"item_krefs": "k"}', b'{"item_krefs": [5]}'):
+        for route in ("/projects", "/spaces", "/revisions/batch"):
+            response = c.post(API + route, content=body, headers={"content-type": "application/json"})
+            assert 400 <= response.status_code < 500, (route, body, response.text)
