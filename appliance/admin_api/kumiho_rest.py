@@ -43,7 +43,9 @@ from appliance.graph import GraphStore
 from appliance.memory import views
 
 MAX_SPACES = 1000  # spaces one GET /spaces lists (Kumiho's answer is a bare list: no room to say "more")
-MAX_ITEMS_PAGE = 1000  # items one GET /items page lists
+# items one GET /items page lists: Revka's `memory list` asks for twice what it shows (limit + offset) * 2
+MAX_ITEMS_PAGE = 5000
+_STORE_PAGE = 1000  # the graph store's largest page
 MAX_OFFSET = 100_000  # how far GET /items pages; beyond it, narrow the listing with name_filter/kind_filter
 _BATCH_CHUNK = 100  # krefs per call of kumiho_batch_get_revisions (its own bound)
 _DIRECTIONS: dict[str, Literal["outgoing", "incoming", "both"]] = {
@@ -181,12 +183,19 @@ class KumihoRestController(Controller):
 
         cursor, skipped = None, 0
         while skipped < offset:  # the store pages by cursor: walk past `offset` items first
-            passed = page(min(offset - skipped, MAX_ITEMS_PAGE), cursor)
+            passed = page(min(offset - skipped, _STORE_PAGE), cursor)
             skipped += len(passed.items)
             cursor = passed.next_cursor
             if cursor is None:
                 return []
-        return [_item(i) for i in page(limit, cursor).items]
+        items: list[Item] = []
+        while len(items) < limit:
+            taken = page(min(limit - len(items), _STORE_PAGE), cursor)
+            items += taken.items
+            cursor = taken.next_cursor
+            if cursor is None:
+                break
+        return [_item(i) for i in items]
 
     @get("/items/by-kref", summary="One item", sync_to_thread=True)
     def get_item(self, state: State, kref: Kref) -> ItemShape:

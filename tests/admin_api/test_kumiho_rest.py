@@ -17,6 +17,7 @@ from litestar.testing import TestClient
 
 from appliance.app import Services, build_app, open_services
 from appliance.config import load_settings
+from appliance.graph.revisions import NewRevision
 from tests.inprocess import serve_in_process
 from tests.problems import problem as problem_body
 
@@ -297,11 +298,30 @@ def test_items_paging_filters_and_bounds(rest: Rest) -> None:
     assert one == {**one, "kref": krefs[0], "name": "n0.note", "item_name": "n0", "kind": "note",
                    "space": f"{project}/s", "deprecated": False, "metadata": {}}
 
-    for params in ({"limit": 0}, {"limit": 1001}, {"offset": -1}, {"offset": 100_001}, {"name_filter": "x" * 257}):
+    for params in ({"limit": 0}, {"limit": 5001}, {"offset": -1}, {"offset": 100_001}, {"name_filter": "x" * 257}):
         problem(c.get(f"{API}/items", params={"space_path": space, **params}), 400, next(iter(params)))
     problem(c.get(f"{API}/items"), 400, "space_path")  # required
     problem(c.get(f"{API}/items", params={"space_path": f"/{project}/missing"}), 404, "space_path")
     problem(c.get(f"{API}/items", params={"space_path": "bad//path"}), 400, "space_path")
+
+
+def test_items_pages_past_the_stores_page_size(rest: Rest) -> None:
+    """`revka memory list --limit 600` asks for 1200 items; the store pages by 1000 at most."""
+    project = rest.project()
+    rest.op("kumiho_create_space", project_name=project, space_name="big")
+    rest.services.graph.create_revisions([NewRevision(f"kref://{project}/big/e{i:04d}.memory", {"i": str(i)})
+                                          for i in range(1205)])
+
+    def names(**params: Any) -> list[str]:
+        response = rest.client.get(f"{API}/items", params={"space_path": f"/{project}/big", **params})
+        assert response.status_code == 200, response.text
+        return [i["item_name"] for i in response.json()]
+
+    every = [f"e{i:04d}" for i in range(1205)]
+    assert names(limit=1200) == every[:1200]
+    assert names(limit=5000) == every
+    assert names(limit=200, offset=1100) == every[1100:]
+    assert names(limit=1000, offset=999) == every[999:]
 
 
 def test_item_by_kref_and_delete(rest: Rest) -> None:
@@ -480,7 +500,7 @@ def test_openapi_documents_every_route_with_bounds(rest: Rest) -> None:
             if kind == "integer":
                 assert {"minimum", "maximum"} <= set(p["schema"]), (path, p)
     items = {p["name"]: p["schema"] for p in paths[f"{API}/items"]["get"]["parameters"]}
-    assert (items["limit"]["minimum"], items["limit"]["maximum"], items["offset"]["maximum"]) == (1, 1000, 100_000)
+    assert (items["limit"]["minimum"], items["limit"]["maximum"], items["offset"]["maximum"]) == (1, 5000, 100_000)
 
 
 ODD = ["", " ", "/", "//", "kref://", "kref://a", "kref://a/b", "kref://a/b/c.d?r=x", "kref://a/b/c.d?r=1&a=",
