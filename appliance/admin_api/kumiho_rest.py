@@ -301,3 +301,31 @@ class KumihoRestController(Controller):
     def artifacts(self, state: State, revision_kref: Kref) -> list[ArtifactShape]:
         found = _perform(state, "kumiho_get_artifacts", {"revision_kref": revision_kref})
         return [_artifact(a) for a in found["artifacts"]]
+
+    # -- the by-kref reads Revka's dashboard reaches through its Kumiho proxy ---------------------------------
+    @get("/bundles/by-kref", summary="One bundle (an item of kind bundle)", sync_to_thread=True)
+    def bundle(self, state: State, kref: Kref) -> ItemShape:
+        with _named("bundle_kref", "kref"):
+            return ItemShape.model_validate(_perform(state, "kumiho_get_bundle", {"bundle_kref": kref}))
+
+    @get("/artifacts/by-kref", summary="One artifact: its kref, or a revision kref and the artifact's name",
+         sync_to_thread=True)
+    def artifact(
+        self, state: State,
+        kref: Annotated[str, QueryParameter(max_length=1024, description="the artifact's kref (…?r=N&a=name)")] = "",
+        revision_kref: Annotated[str, QueryParameter(max_length=1024, description="with name")] = "",
+        name: Annotated[str, QueryParameter(max_length=128, description="with revision_kref")] = "",
+    ) -> ArtifactShape:
+        if not kref and not (revision_kref and name):
+            raise InvalidArgument("kref: give the artifact's kref, or revision_kref and name", field="kref")
+        field = "kref" if kref else "revision_kref"
+        with _named("artifact_kref", field):
+            found = _perform(state, "kumiho_get_artifact", {"artifact_kref": kref or f"{revision_kref}&a={name}"})
+        return _artifact(found)
+
+    @get("/artifacts/by-location", summary="The artifacts stored at a location", sync_to_thread=True)
+    def artifacts_at(
+        self, state: State, location: Annotated[str, QueryParameter(min_length=1, max_length=4096)],
+    ) -> list[ArtifactShape]:
+        return [_artifact(a) for a in _perform(state, "kumiho_get_artifacts_by_location",
+                                               {"location": location})["artifacts"]]

@@ -468,13 +468,26 @@ def test_edges_bundles_artifacts(rest: Rest) -> None:
     assert [(x["name"], x["location"], x["revision_kref"], x["item_kref"]) for x in listed] == \
         [("notes.md", "/tmp/notes.md", a1, a)]
     assert c.get(f"{API}/artifacts", params={"revision_kref": b1}).json() == []
+    one = c.get(f"{API}/artifacts/by-kref", params={"kref": f"{a1}&a=notes.md"})
+    assert revka_decodes(one.json(), "ArtifactResponse") == listed[0]
+    assert c.get(f"{API}/artifacts/by-kref", params={"revision_kref": a1, "name": "notes.md"}).json() == listed[0]
+    problem(c.get(f"{API}/artifacts/by-kref", params={"kref": f"{a1}&a=other.md"}), 404, "kref")
+    problem(c.get(f"{API}/artifacts/by-kref", params={"revision_kref": a1, "name": "x"}), 404, "revision_kref")
+    problem(c.get(f"{API}/artifacts/by-kref", params={"revision_kref": a1}), 400, "kref")
+    at = c.get(f"{API}/artifacts/by-location", params={"location": "/tmp/notes.md"}).json()
+    assert [x["kref"] for x in at] == [listed[0]["kref"]]
+    problem(c.get(f"{API}/artifacts/by-location"), 400, "location")
+    got = c.get(f"{API}/bundles/by-kref", params={"kref": bundle})
+    assert revka_decodes(got.json(), "ItemResponse")["kind"] == "bundle"
+    problem(c.get(f"{API}/bundles/by-kref", params={"kref": a}), 400, "kref")
     problem(c.get(f"{API}/artifacts", params={"revision_kref": f"{a}?r=7"}), 404, "revision_kref")
 
 
 @pytest.mark.parametrize("route,param", [
     ("/items", "space_path"), ("/items/by-kref", "kref"), ("/items/fulltext-search", "query"),
     ("/revisions", "item_kref"), ("/revisions/latest", "item_kref"), ("/revisions/by-kref", "kref"),
-    ("/edges", "kref"), ("/bundles/members", "bundle_kref"), ("/artifacts", "revision_kref")])
+    ("/edges", "kref"), ("/bundles/members", "bundle_kref"), ("/artifacts", "revision_kref"),
+    ("/bundles/by-kref", "kref"), ("/artifacts/by-location", "location")])
 def test_a_missing_parameter_is_named(rest: Rest, route: str, param: str) -> None:
     error = problem(rest.client.get(API + route), 400, param)
     assert error["code"] == "invalid_argument" and "required" in error["detail"]
@@ -488,7 +501,8 @@ def test_openapi_documents_every_route_with_bounds(rest: Rest) -> None:
                 ("get", "/items"), ("get", "/items/by-kref"), ("delete", "/items/by-kref"),
                 ("get", "/items/fulltext-search"), ("get", "/revisions"), ("get", "/revisions/latest"),
                 ("get", "/revisions/by-kref"), ("post", "/revisions/batch"), ("get", "/edges"),
-                ("get", "/bundles/members"), ("get", "/artifacts")}
+                ("get", "/bundles/members"), ("get", "/artifacts"), ("get", "/bundles/by-kref"),
+                ("get", "/artifacts/by-kref"), ("get", "/artifacts/by-location")}
     for method, path in expected:
         route = paths[API + path][method]
         params = {p["name"]: p for p in route.get("parameters", [])}
@@ -511,7 +525,8 @@ ODD = ["", " ", "/", "//", "kref://", "kref://a", "kref://a/b", "kref://a/b/c.d?
     ("/items/by-kref", "kref"), ("/revisions", "item_kref"), ("/revisions/latest", "item_kref"),
     ("/revisions/by-kref", "kref"), ("/edges", "kref"), ("/bundles/members", "bundle_kref"),
     ("/artifacts", "revision_kref"), ("/items", "space_path"), ("/spaces", "parent_path"),
-    ("/items/fulltext-search", "query"), ("/items/fulltext-search", "context")])
+    ("/items/fulltext-search", "query"), ("/items/fulltext-search", "context"), ("/bundles/by-kref", "kref"),
+    ("/artifacts/by-kref", "kref"), ("/artifacts/by-location", "location")])
 def test_odd_values_are_4xx_never_5xx(rest: Rest, route: str, param: str) -> None:
     fixed = {"/items/fulltext-search": {"query": "x"}}.get(route, {})
     for value in ODD:
