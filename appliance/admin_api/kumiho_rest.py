@@ -212,6 +212,16 @@ class KumihoRestController(Controller):
             gone = _perform(state, "kumiho_delete_item", {"item_kref": kref, "force": force})
         return DeletedShape(success=bool(gone["deleted"]), item_kref=gone["item_kref"])
 
+    @post("/items/deprecate", summary="Deprecate an item (hidden from listings and searches) or restore it",
+          status_code=200, sync_to_thread=True)
+    def deprecate_item(
+        self, state: State, kref: Kref,
+        deprecated: Annotated[bool, QueryParameter(description="false restores it")] = True,
+    ) -> ItemShape:
+        with _named("item_kref", "kref"):
+            _perform(state, "kumiho_deprecate_item", {"item_kref": kref, "deprecated": deprecated})
+        return ItemShape.model_validate(_perform(state, "kumiho_get_item", {"kref": kref}))
+
     @get("/items/fulltext-search", summary="Typo-tolerant search over items, best first", sync_to_thread=True)
     def fulltext_search(
         self, state: State,

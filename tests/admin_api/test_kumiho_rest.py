@@ -352,6 +352,25 @@ def test_item_by_kref_and_delete(rest: Rest) -> None:
     problem(c.delete(f"{API}/items/by-kref", params={"kref": item, "force": "true"}), 404, "kref")
 
 
+def test_deprecate_and_restore_an_item(rest: Rest) -> None:
+    """Revka's deprecate_item (skills, teams): POST /items/deprecate?kref=…&deprecated=…, no body; the item back."""
+    c = rest.client
+    project = rest.project()
+    rest.op("kumiho_create_space", project_name=project, space_name="Skills")
+    item, _ = rest.memory(f"/{project}/Skills", "example", {"title": "an example skill"}, kind="skill")
+    h = {"X-Kumiho-Token": ""}
+
+    gone = c.post(f"{API}/items/deprecate", params={"kref": item, "deprecated": "true"}, headers=h)
+    assert gone.status_code == 200 and revka_decodes(gone.json(), "ItemResponse")["deprecated"] is True
+    assert c.get(f"{API}/items", params={"space_path": f"/{project}/Skills"}).json() == []
+    back = c.post(f"{API}/items/deprecate", params={"kref": item, "deprecated": "false"}, headers=h)
+    assert back.status_code == 200 and back.json()["deprecated"] is False
+    assert [i["kref"] for i in c.get(f"{API}/items", params={"space_path": f"/{project}/Skills"}).json()] == [item]
+    problem(c.post(f"{API}/items/deprecate", params={"kref": f"kref://{project}/Skills/none.skill"}), 404, "kref")
+    problem(c.post(f"{API}/items/deprecate", params={"kref": f"{item}?r=1"}), 400, "kref")
+    problem(c.post(f"{API}/items/deprecate"), 400, "kref")
+
+
 def test_fulltext_search_filters_and_bounds(rest: Rest) -> None:
     c = rest.client
     project = rest.project()
@@ -502,7 +521,7 @@ def test_openapi_documents_every_route_with_bounds(rest: Rest) -> None:
                 ("get", "/items/fulltext-search"), ("get", "/revisions"), ("get", "/revisions/latest"),
                 ("get", "/revisions/by-kref"), ("post", "/revisions/batch"), ("get", "/edges"),
                 ("get", "/bundles/members"), ("get", "/artifacts"), ("get", "/bundles/by-kref"),
-                ("get", "/artifacts/by-kref"), ("get", "/artifacts/by-location")}
+                ("get", "/artifacts/by-kref"), ("get", "/artifacts/by-location"), ("post", "/items/deprecate")}
     for method, path in expected:
         route = paths[API + path][method]
         params = {p["name"]: p for p in route.get("parameters", [])}
