@@ -8,7 +8,6 @@ accepted on every route: Revka sends its service token there, empty on a local C
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager
 from types import MappingProxyType
@@ -79,18 +78,13 @@ def _named(operation_field: str = "", rest_field: str = "") -> Iterator[None]:
         raise
 
 
-_MISSING = re.compile(r"^Missing required (query parameter|header|path parameter) '([^']+)'")
 _ALIASES = {"text": "query"}  # handler arguments named otherwise than their query parameter (Litestar reserves it)
 
 
 def _invalid_parameter(request: Request[Any, Any, Any], exc: ValidationException) -> Response[dict[str, Any]]:
-    """Litestar's refusal of a parameter, as the appliance words it, naming the parameter the caller sent:
-    ``query`` (not the handler's ``text``), and the one missing when a required one is left out."""
-    missing = _MISSING.match(str(exc.detail)) if exc.extra is None else None
-    if missing:
-        exc.extra = [{"key": missing.group(2), "source": missing.group(1).split()[0],
-                      "message": "is required; give it"}]
-    elif isinstance(exc.extra, list):
+    """Litestar's refusal of a parameter, naming the parameter the caller sent: ``query``, not the handler's
+    ``text``."""
+    if isinstance(exc.extra, list):
         exc.extra = [{**e, "key": _ALIASES.get(str(e.get("key")), e.get("key"))} if isinstance(e, dict) else e
                      for e in exc.extra]
     return validation_error(request, exc)
