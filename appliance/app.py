@@ -25,6 +25,7 @@ from appliance.admin_api.errors import HANDLERS
 from appliance.admin_api.events import EventsController
 from appliance.admin_api.health import HealthController
 from appliance.admin_api.jobs import JobsController
+from appliance.admin_api.kumiho_rest import KumihoRestController
 from appliance.admin_api.search import SearchController
 from appliance.config import Settings
 from appliance.core.ports import ChatModel, Embedder
@@ -237,7 +238,8 @@ def build_app(services: Services) -> ASGIApp:
             yield
 
     litestar = Litestar(
-        route_handlers=[HealthController, SearchController, JobsController, EventsController, mcp_endpoint],
+        route_handlers=[HealthController, SearchController, JobsController, mcp_endpoint,
+                        KumihoRestController, EventsController],
         lifespan=[run_mcp],
         state=State({"services": services, "health": health}),
         exception_handlers=HANDLERS,  # type: ignore[arg-type]  # each handler takes its own exception class
