@@ -230,6 +230,12 @@ def test_open_streams_end_cleanly_when_the_appliance_stops(tmp_path: Path) -> No
             client.stream("GET", running.base_url + "/api/v1/events") as response:
         reader = EventReader(response)
         assert reader.block().comments
+        # what `revka doctor` asks a local CE (tests/admin_api/test_health.py reads it the same way)
+        assert client.get(running.base_url + "/api/_live").json()["deployment_mode"] == "self_hosted_ce"
+        health = client.get(running.base_url + "/api/_health").json()
+        assert {key: health[key]["status"] for key in ("neo4j", "event_stream", "embedding")} == {
+            "neo4j": "ok", "event_stream": "ok", "embedding": "ok"}, health
+        assert health["event_stream"]["subscribers"] == 1
         assert running.stop() == 0
         with pytest.raises(StopIteration):  # a finished response, not a connection cut mid-stream
             while True:
