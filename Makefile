@@ -126,6 +126,10 @@ test-fuzz: install-test
 bench-bounds: install
 	$(BIN)/python benchmarks/bounds_bench.py
 
+# Revka's calls to Kumiho's REST API (memory list/stats, the dashboard's graph fallback) timed on a real appliance (JSON)
+bench-kumiho-rest: install
+	$(BIN)/python benchmarks/kumiho_rest_bench.py
+
 bench: install
 	$(BIN)/python benchmarks/graph_bench.py
 	$(BIN)/python benchmarks/http_bench.py

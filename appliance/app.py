@@ -22,14 +22,18 @@ from litestar.openapi.plugins import JsonRenderPlugin
 from appliance import __version__
 from appliance.admin_api.auth import checked_token, configured_token, token_guard
 from appliance.admin_api.errors import HANDLERS
+from appliance.admin_api.events import EventsController
 from appliance.admin_api.health import HealthController
 from appliance.admin_api.jobs import JobsController
+from appliance.admin_api.kumiho_rest import KumihoRestController
 from appliance.admin_api.search import SearchController
 from appliance.config import Settings
 from appliance.core.ports import ChatModel, Embedder
 from appliance.datadir import DataDir
 from appliance.errors import ConfigError
+from appliance.feed import EventFeed
 from appliance.graph import GraphStore
+from appliance.health import HealthProbe
 from appliance.inference.embedding import HashingEmbedder, OnnxEmbedder, default_embedder
 from appliance.inference.factory import chat_model as configured_model
 from appliance.inference.install import models_dir
@@ -75,6 +79,7 @@ class Services:
     model: ChatModel
     maintenance: Maintenance
     operations: Operations
+    feed: EventFeed
 
     def perform(self, name: str, arguments: dict[str, Any] | None = None, client: Client | None = None
                 ) -> dict[str, Any]:
@@ -109,6 +114,8 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
         try:
             # before anything writes: files of writes a crash interrupted (the graph is consistent by now)
             sweep_artifacts(data_dir.root / "artifacts", graph.artifact_locations())
+            feed = EventFeed(settings.events, graph.last_event_seq())  # before anything else writes
+            graph.on_events(feed.graph_events)
             embedder = make_embedder(settings)
             moved = repair.set_aside_if_damaged(data_dir.root / "index")  # rebuilt in the background
             index = SearchIndex(data_dir.root / "index", embedder.dim, embedder.model_id, index_caches(settings))
@@ -119,6 +126,7 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
             model = chat_model or with_response_cache(
                 settings, configured_model(settings.inference, models_dir(settings)))
             jobs = JobQueue()
+            jobs.subscribe(feed.job_changed)
             jobs.start()
             maintenance: Maintenance | None = None
             try:
@@ -129,8 +137,9 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
                 maintenance.start()
                 built = tuple(families(parts))
                 yield Services(settings, data_dir, graph, index, search, worker, working, built, jobs, model,
-                               maintenance, Operations(handlers(built), settings.kumiho.default_project))
+                               maintenance, Operations(handlers(built), settings.kumiho.default_project), feed)
             finally:
+                feed.close()  # no event stream outlives the stores (the server ends them earlier: runner.run)
                 if maintenance is not None:
                     maintenance.stop()
                 jobs.stop()
@@ -215,6 +224,7 @@ def build_app(services: Services) -> ApplianceApp:
     cross-site writes, body size) and, beyond loopback or with ``require_token``, the token guard, so that every
     request passes them, an unknown path or method too. Raises ConfigError when the token is unusable."""
     settings = services.settings
+    health = HealthProbe(services.graph, services.search, services.feed, services.index_worker)
     mcp = session_manager(
         build_server(handlers(services.families), settings.kumiho.default_project))
 
@@ -228,9 +238,10 @@ def build_app(services: Services) -> ApplianceApp:
             yield
 
     litestar = Litestar(
-        route_handlers=[HealthController, SearchController, JobsController, mcp_endpoint],
+        route_handlers=[HealthController, SearchController, JobsController, mcp_endpoint,
+                        KumihoRestController, EventsController],
         lifespan=[run_mcp],
-        state=State({"services": services}),
+        state=State({"services": services, "health": health}),
         exception_handlers=HANDLERS,  # type: ignore[arg-type]  # each handler takes its own exception class
         request_max_body_size=settings.http.max_body_bytes,
         openapi_config=OpenAPIConfig(

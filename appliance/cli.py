@@ -133,7 +133,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             idle_exit = (IdleWatch(busy=services.jobs.busy), args.exit_when_idle)
         try:
             return runner.run(app, sock, settings.http, "debug" if args.debug else settings.log_level,
-                              idle_exit=idle_exit)
+                              idle_exit=idle_exit, on_shutdown=services.feed.close)
         finally:
             services.data_dir.clear_runtime()
 

@@ -173,6 +173,25 @@ class MaintenanceSettings(_Section):
                                        "the first; empty = no repository is read and commits are stored as given")
 
 
+class EventFeedSettings(_Section):
+    """The live event feed (``GET /api/v1/events``): how many may watch, and how far back a client may resume."""
+
+    max_subscribers: int = Field(32, ge=1, le=1_024, description="open event streams at once; one more is "
+                                 "answered 503")
+    keepalive_seconds: float = Field(15.0, ge=0.1, le=300, description="a quiet stream gets a comment line this "
+                                     "often, so that proxies and clients keep it open")
+    buffer_events: int = Field(2_048, ge=16, le=100_000, description="recent events kept in memory for the open "
+                               "streams; a client more than this many events behind is disconnected and resumes "
+                               "from the graph with its Last-Event-ID")
+    resume_max_events: int = Field(10_000, ge=0, le=1_000_000, description="most events replayed to a client "
+                                   "that resumes (Last-Event-ID or ?after=); further behind, it gets a "
+                                   "feed.reset event and should reload what it shows")
+    stall_timeout_seconds: float = Field(30.0, ge=1, le=600, description="a client that takes longer than this "
+                                         "to accept the next bytes of its stream is disconnected")
+    progress_interval_seconds: float = Field(0.5, ge=0, le=60, description="at most one job.progress event per "
+                                             "job this often (a model call reports every token)")
+
+
 class HttpSettings(_Section):
     """The HTTP front door: which names and pages may call, and the limits every connection lives within."""
 
@@ -222,6 +241,7 @@ class Settings(BaseSettings):
     inference: InferenceSettings = Field(default_factory=InferenceSettings)
     maintenance: MaintenanceSettings = Field(default_factory=MaintenanceSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
+    events: EventFeedSettings = Field(default_factory=EventFeedSettings)
 
     @property
     def is_loopback(self) -> bool:
