@@ -126,6 +126,10 @@ test-fuzz: install-test
 bench-bounds: install
 	$(BIN)/python benchmarks/bounds_bench.py
 
+# Revka's calls to Kumiho's REST API (memory list/stats, the dashboard's graph fallback) timed on a real appliance (JSON)
+bench-kumiho-rest: install
+	$(BIN)/python benchmarks/kumiho_rest_bench.py
+
 bench: install
 	$(BIN)/python benchmarks/graph_bench.py
 	$(BIN)/python benchmarks/http_bench.py
@@ -172,6 +176,10 @@ bench-llm-quality: install
 # what hostile connections can hold: slow headers, a 64 MiB header, HTTP/2 prefaces (JSON)
 bench-door: install
 	$(BIN)/python benchmarks/door_bench.py
+
+# /api/_live latency while 200 slow (slowloris-style) connections are held open (JSON)
+bench-slow-clients: install
+	$(BIN)/python benchmarks/slow_clients.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

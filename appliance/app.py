@@ -23,14 +23,18 @@ from appliance import __version__
 from appliance.admin_api.auth import checked_token, configured_token, token_guard
 from appliance.admin_api.console import ConsoleController
 from appliance.admin_api.errors import HANDLERS
+from appliance.admin_api.events import EventsController
 from appliance.admin_api.health import HealthController
 from appliance.admin_api.jobs import JobsController, MovedJobsController
+from appliance.admin_api.kumiho_rest import KumihoRestController
 from appliance.admin_api.search import SearchController
 from appliance.config import Settings
 from appliance.core.ports import ChatModel, Embedder
 from appliance.datadir import DataDir
 from appliance.errors import ConfigError
+from appliance.feed import EventFeed
 from appliance.graph import GraphStore
+from appliance.health import HealthProbe
 from appliance.inference.embedding import HashingEmbedder, OnnxEmbedder, default_embedder
 from appliance.inference.factory import chat_model as configured_model
 from appliance.inference.install import models_dir
@@ -76,6 +80,7 @@ class Services:
     model: ChatModel
     maintenance: Maintenance
     operations: Operations
+    feed: EventFeed
 
     def perform(self, name: str, arguments: dict[str, Any] | None = None, client: Client | None = None
                 ) -> dict[str, Any]:
@@ -110,6 +115,8 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
         try:
             # before anything writes: files of writes a crash interrupted (the graph is consistent by now)
             sweep_artifacts(data_dir.root / "artifacts", graph.artifact_locations())
+            feed = EventFeed(settings.events, graph.last_event_seq())  # before anything else writes
+            graph.on_events(feed.graph_events)
             embedder = make_embedder(settings)
             moved = repair.set_aside_if_damaged(data_dir.root / "index")  # rebuilt in the background
             index = SearchIndex(data_dir.root / "index", embedder.dim, embedder.model_id, index_caches(settings))
@@ -120,6 +127,7 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
             model = chat_model or with_response_cache(
                 settings, configured_model(settings.inference, models_dir(settings)))
             jobs = JobQueue()
+            jobs.subscribe(feed.job_changed)
             jobs.start()
             maintenance: Maintenance | None = None
             try:
@@ -130,8 +138,9 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
                 maintenance.start()
                 built = tuple(families(parts))
                 yield Services(settings, data_dir, graph, index, search, worker, working, built, jobs, model,
-                               maintenance, Operations(handlers(built), settings.kumiho.default_project))
+                               maintenance, Operations(handlers(built), settings.kumiho.default_project), feed)
             finally:
+                feed.close()  # no event stream outlives the stores (the server ends them earlier: runner.run)
                 if maintenance is not None:
                     maintenance.stop()
                 jobs.stop()
@@ -211,11 +220,12 @@ def make_embedder(settings: Settings) -> Embedder:
     return default_embedder(search.embedding_threads)
 
 
-def build_app(services: Services) -> ASGIApp:
+def build_app(services: Services) -> ApplianceApp:
     """The ASGI app: Litestar (admin API, schema, ``/mcp``) wrapped in the front door (Host, Origin, CORS,
-    body size) and, beyond loopback, the token guard, so that every request passes them, an unknown path
-    or method too. Raises ConfigError when the token is unusable."""
+    cross-site writes, body size) and, beyond loopback or with ``require_token``, the token guard, so that every
+    request passes them, an unknown path or method too. Raises ConfigError when the token is unusable."""
     settings = services.settings
+    health = HealthProbe(services.graph, services.search, services.feed, services.index_worker)
     mcp = session_manager(
         build_server(handlers(services.families), settings.kumiho.default_project))
 
@@ -230,9 +240,9 @@ def build_app(services: Services) -> ASGIApp:
 
     litestar = Litestar(
         route_handlers=[HealthController, SearchController, JobsController, mcp_endpoint,
-                        ConsoleController, MovedJobsController],
+                        KumihoRestController, EventsController, ConsoleController, MovedJobsController],
         lifespan=[run_mcp],
-        state=State({"services": services}),
+        state=State({"services": services, "health": health}),
         exception_handlers=HANDLERS,  # type: ignore[arg-type]  # each handler takes its own exception class
         request_max_body_size=settings.http.max_body_bytes,
         openapi_config=OpenAPIConfig(
@@ -242,9 +252,22 @@ def build_app(services: Services) -> ASGIApp:
         logging_config=None,
         debug=False,
     )
-    # outermost first: Host/Origin (and CORS) → the token beyond loopback → the bounded body → the routes.
+    # outermost first: Host/Origin (CORS, cross-site writes) → the token (beyond loopback or required) → the
+    # bounded body → the routes.
     # Litestar types its ASGI scope and events as TypedDicts; the wrappers take any ASGI app (plain dicts).
     app = bounded_body(settings.http.max_body_bytes)(cast(ASGIApp, litestar))
-    if not settings.is_loopback:
+    if settings.token_required:
         app = token_guard(services.token)(app)
-    return front_door(DoorPolicy.from_settings(settings))(app)
+    return ApplianceApp(front_door(DoorPolicy.from_settings(settings))(app), litestar)
+
+
+@dataclass(frozen=True)
+class ApplianceApp:
+    """The served ASGI app (the door and the guards around Litestar), and the Litestar app inside it, whose route
+    table says what is served (tests/server/test_every_route.py walks it)."""
+
+    asgi: ASGIApp
+    litestar: Litestar
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.asgi(scope, receive, send)

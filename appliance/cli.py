@@ -108,7 +108,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     settings = _settings(args, host=args.host, port=args.port)
     _configure_logging("debug" if args.debug else settings.log_level)
-    if not settings.is_loopback:
+    if settings.token_required:
         configured_token(settings)  # an unusable api_token stops the start before anything is loaded
 
     from appliance.app import build_app, open_services
@@ -122,10 +122,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "or --port to a free port") from None
     with sock, open_services(settings) as services:
         app = build_app(services)  # refuses an unusable token before anything is served
-        if not settings.is_loopback:
+        if settings.token_required:
             source = "the api_token setting" if settings.api_token else services.data_dir.token_path
-            log.warning("bound beyond loopback (%s): every request but /api/_live needs the bearer token "
-                        "from %s", settings.host, source)
+            why = "require_token is set" if settings.is_loopback else f"bound beyond loopback ({settings.host})"
+            log.warning("%s: every request but /api/_live needs the bearer token from %s", why, source)
         host, port = sock.getsockname()[:2]
         services.data_dir.write_runtime(host, port)
         idle_exit = None
@@ -133,7 +133,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             idle_exit = (IdleWatch(busy=services.jobs.busy), args.exit_when_idle)
         try:
             return runner.run(app, sock, settings.http, "debug" if args.debug else settings.log_level,
-                              idle_exit=idle_exit)
+                              idle_exit=idle_exit, on_shutdown=services.feed.close)
         finally:
             services.data_dir.clear_runtime()
 

@@ -173,6 +173,25 @@ class MaintenanceSettings(_Section):
                                        "the first; empty = no repository is read and commits are stored as given")
 
 
+class EventFeedSettings(_Section):
+    """The live event feed (``GET /api/v1/events``): how many may watch, and how far back a client may resume."""
+
+    max_subscribers: int = Field(32, ge=1, le=1_024, description="open event streams at once; one more is "
+                                 "answered 503")
+    keepalive_seconds: float = Field(15.0, ge=0.1, le=300, description="a quiet stream gets a comment line this "
+                                     "often, so that proxies and clients keep it open")
+    buffer_events: int = Field(2_048, ge=16, le=100_000, description="recent events kept in memory for the open "
+                               "streams; a client more than this many events behind is disconnected and resumes "
+                               "from the graph with its Last-Event-ID")
+    resume_max_events: int = Field(10_000, ge=0, le=1_000_000, description="most events replayed to a client "
+                                   "that resumes (Last-Event-ID or ?after=); further behind, it gets a "
+                                   "feed.reset event and should reload what it shows")
+    stall_timeout_seconds: float = Field(30.0, ge=1, le=600, description="a client that takes longer than this "
+                                         "to accept the next bytes of its stream is disconnected")
+    progress_interval_seconds: float = Field(0.5, ge=0, le=60, description="at most one job.progress event per "
+                                             "job this often (a model call reports every token)")
+
+
 class HttpSettings(_Section):
     """The HTTP front door: which names and pages may call, and the limits every connection lives within."""
 
@@ -204,9 +223,12 @@ class Settings(BaseSettings):
     port: int = Field(DEFAULT_PORT, ge=1, le=65535, description="one port for HTTP, MCP and gRPC")
     data_dir: Path = Field(default_factory=default_data_dir, description="graph, index, artifacts, token")
     api_token: SecretStr | None = Field(
-        None, description="bearer token for requests from beyond loopback: at least 32 of the characters "
+        None, description="bearer token for requests from beyond loopback (and on loopback with require_token), "
+        "sent as `Authorization: Bearer <token>` or `X-Kumiho-Token: <token>`: at least 32 of the characters "
         "A-Z a-z 0-9 - . _ ~ + / (then = padding); when unset one is generated in the data directory (file token)"
     )
+    require_token: bool = Field(False, description="require the bearer token on loopback too (a machine other "
+                                "users share); beyond loopback it is always required. /api/_live stays open")
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log to stderr at this level")
     idle_exit_minutes: float = Field(30.0, ge=0, le=10080, description="an appliance that `kumiho-ce mcp` started "
                                      "in the background exits after this long with no request and no running "
@@ -219,10 +241,16 @@ class Settings(BaseSettings):
     inference: InferenceSettings = Field(default_factory=InferenceSettings)
     maintenance: MaintenanceSettings = Field(default_factory=MaintenanceSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
+    events: EventFeedSettings = Field(default_factory=EventFeedSettings)
 
     @property
     def is_loopback(self) -> bool:
         return self.host in ("127.0.0.1", "localhost", "::1") or self.host.startswith("127.")
+
+    @property
+    def token_required(self) -> bool:
+        """Whether every request but ``/api/_live`` must present the bearer token."""
+        return self.require_token or not self.is_loopback
 
 
 def resolve_config_path(explicit: str | os.PathLike[str] | None = None) -> Path | None:

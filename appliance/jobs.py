@@ -7,9 +7,10 @@ State run of many batches; the model's own capacity slot still runs one call at 
 interactive job waits at most for one background model call.
 
 A job reports progress (``done``/``total`` and a note) that the admin API shows; it can be cancelled (its
-``cancel`` event is set and the model call stops at the next token). Jobs live in memory: after a restart
-the idle-session sweep and the Dream State cursor find their work again; a queued edge discovery is lost
-(reflect's captures stay stored, ``discover_edges`` can be run again).
+``cancel`` event is set and the model call stops at the next token). Listeners (``subscribe``: the live event
+feed) hear of every change: queued, running, progress, and its end (done, failed or cancelled). Jobs live in
+memory: after a restart the idle-session sweep and the Dream State cursor find their work again; a queued edge
+discovery is lost (reflect's captures stay stored, ``discover_edges`` can be run again).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ log = logging.getLogger(__name__)
 
 Lane = Literal["interactive", "background"]
 JobState = Literal["queued", "running", "done", "failed", "cancelled"]
+JobChange = Literal["queued", "running", "progress", "done", "failed", "cancelled"]
 HISTORY = 200  # finished jobs kept for status queries
 
 
@@ -57,11 +59,17 @@ class Job:
     finished_at: str | None = None
     cancel: threading.Event = field(default_factory=threading.Event, repr=False)
     finished: threading.Event = field(default_factory=threading.Event, repr=False)
+    changed: Callable[[JobChange, Job], None] | None = field(default=None, repr=False)  # set by the queue
 
     def progress(self, done: int, total: int = 0, note: str = "") -> None:
         self.done, self.total = done, total or self.total
         if note:
             self.note = note
+        self.tell("progress")
+
+    def tell(self, change: JobChange) -> None:
+        if self.changed is not None:
+            self.changed(change, self)
 
     @property
     def active(self) -> bool:
@@ -81,6 +89,7 @@ class Job:
 
 
 Work = Callable[[Job], Any]
+JobListener = Callable[[JobChange, Job], None]
 
 
 class JobQueue:
@@ -92,6 +101,19 @@ class JobQueue:
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self._seq = itertools.count(1)
+        self._listeners: list[JobListener] = []
+
+    def subscribe(self, listener: JobListener) -> None:
+        """Call ``listener(change, job)`` on every job change, on the thread that made it (a job's worker, or
+        the submitter for ``queued``): it must be quick. Progress can come once per generated token."""
+        self._listeners.append(listener)
+
+    def _changed(self, change: JobChange, job: Job) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(change, job)
+            except Exception:  # a listener's bug must not fail the job
+                log.exception("job listener failed")
 
     def start(self) -> None:
         for lane, inbox in self._lanes.items():
@@ -118,11 +140,13 @@ class JobQueue:
         with self._lock:
             if key is not None and (existing := self._by_key.get(key)) is not None and existing.active:
                 return existing
-            job = Job(f"job-{next(self._seq)}-{uuid.uuid4().hex[:6]}", kind, lane, description or kind, key)
+            job = Job(f"job-{next(self._seq)}-{uuid.uuid4().hex[:6]}", kind, lane, description or kind, key,
+                      changed=self._changed)
             self._jobs[job.id] = job
             if key is not None:
                 self._by_key[key] = job
             self._trim()
+        job.tell("queued")
         self._lanes[lane].put((job, work))
         return job
 
@@ -166,6 +190,7 @@ class JobQueue:
                 self._finish(job, "cancelled")
                 continue
             job.state, job.started_at = "running", _now()
+            job.tell("running")
             started = time.perf_counter()
             try:
                 job.result = work(job)
@@ -181,9 +206,10 @@ class JobQueue:
         for job in iter_queued(inbox):
             self._finish(job, "cancelled")
 
-    def _finish(self, job: Job, state: JobState) -> None:
+    def _finish(self, job: Job, state: Literal["done", "failed", "cancelled"]) -> None:
         job.state, job.finished_at = state, _now()
         job.finished.set()
+        job.tell(state)
 
 
 def iter_queued(inbox: queue.Queue[tuple[Job, Work] | None]) -> list[Job]:

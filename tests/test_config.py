@@ -99,3 +99,13 @@ def test_loopback_detection() -> None:
     assert load_settings(None, host="127.0.0.1").is_loopback
     assert load_settings(None, host="::1").is_loopback
     assert not load_settings(None, host="0.0.0.0").is_loopback
+
+
+def test_the_token_is_required_beyond_loopback_and_on_loopback_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert not load_settings(None).token_required  # a local CE is tokenless, as Kumiho's is
+    assert load_settings(None, host="0.0.0.0").token_required
+    monkeypatch.setenv("KUMIHO_CE_REQUIRE_TOKEN", "true")
+    assert load_settings(None).require_token and load_settings(None).token_required
+    monkeypatch.setenv("KUMIHO_CE_REQUIRE_TOKEN", "maybe")
+    with pytest.raises(ConfigError, match=r"require_token.*KUMIHO_CE_REQUIRE_TOKEN"):
+        load_settings(None)

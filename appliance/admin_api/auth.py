@@ -1,9 +1,12 @@
-"""The bearer token of an appliance bound beyond loopback: what a usable token is, how a request presents it,
-and the guard in front of every request but ``/api/_live``.
+"""The bearer token of an appliance bound beyond loopback (or with ``require_token`` on loopback too): what a
+usable token is, how a request presents it, and the guard in front of every request but ``/api/_live``.
 
-A token is at least ``MIN_TOKEN_LENGTH`` characters of RFC 6750's token alphabet. The request must carry
-exactly ``Authorization: Bearer <token>``: one header, the scheme spelled so, one space, nothing after. Anything
-looser (a trailing space, a doubled space, an empty token) would let a careless or empty token match.
+A token is at least ``MIN_TOKEN_LENGTH`` characters of RFC 6750's token alphabet. The request carries it as
+exactly ``Authorization: Bearer <token>`` (one header, the scheme spelled so, one space, nothing after) or as
+exactly ``X-Kumiho-Token: <token>`` (one header, the token and nothing else), the header Kumiho's clients (Revka)
+send. Anything looser (a trailing space, a doubled space, an empty token) would let a careless or empty token
+match. An empty ``X-Kumiho-Token`` is no credential at all: it is what a client of a tokenless local CE sends.
+When both headers carry a token, both must be the appliance's.
 """
 
 from __future__ import annotations
@@ -23,9 +26,10 @@ MIN_TOKEN_LENGTH = 32  # a generated token (secrets.token_urlsafe(32)) has 43
 _TOKEN = r"[A-Za-z0-9\-._~+/]+=*"  # RFC 6750 b64token
 _TOKEN_RE = re.compile(_TOKEN)
 _AUTHORIZATION_RE = re.compile(rb"Bearer (" + _TOKEN.encode() + rb")")
+_KUMIHO_TOKEN_RE = re.compile(_TOKEN.encode())
 
-_UNAUTHORIZED = problem_bytes(401, "unauthorized", "send Authorization: Bearer <token>; the token is in the data "
-                              "directory (file token) or the api_token setting")
+_UNAUTHORIZED = ("send Authorization: Bearer <token> (or X-Kumiho-Token: <token>); the token is in the data "
+                 "directory (file token) or the api_token setting")
 
 
 def checked_token(token: str, source: str, fix: str) -> str:
@@ -52,13 +56,24 @@ def configured_token(settings: Settings) -> str | None:
                          f"{DataDir(settings.data_dir).token_path}")
 
 
-def presented_token(headers: list[tuple[bytes, bytes]]) -> bytes | None:
-    """The token of the request's single, well-formed ``Authorization: Bearer <token>`` header, else None."""
-    values = [value for name, value in headers if name == b"authorization"]
-    if len(values) != 1:
+def presented_tokens(headers: list[tuple[bytes, bytes]]) -> list[bytes] | None:
+    """The tokens the request presents: that of its ``Authorization: Bearer <token>`` header and that of its
+    non-empty ``X-Kumiho-Token`` header; None when either header is sent twice or is not well-formed."""
+    bearer = [value for name, value in headers if name == b"authorization"]
+    kumiho = [value for name, value in headers if name == b"x-kumiho-token"]
+    if len(bearer) > 1 or len(kumiho) > 1:
         return None
-    match = _AUTHORIZATION_RE.fullmatch(values[0])
-    return match.group(1) if match else None
+    tokens = []
+    if bearer:
+        match = _AUTHORIZATION_RE.fullmatch(bearer[0])
+        if not match:
+            return None
+        tokens.append(match.group(1))
+    if kumiho and kumiho[0]:
+        if not _KUMIHO_TOKEN_RE.fullmatch(kumiho[0]):
+            return None
+        tokens.append(kumiho[0])
+    return tokens
 
 
 def token_guard(token: str) -> Any:
@@ -69,14 +84,16 @@ def token_guard(token: str) -> Any:
             if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
                 await app(scope, receive, send)
                 return
-            given = presented_token(scope["headers"])
-            if given is not None and hmac.compare_digest(given, expected):
+            given = presented_tokens(scope["headers"])
+            if given and all([hmac.compare_digest(token, expected) for token in given]):  # a list: compare each
                 await app(scope, receive, send)
                 return
+            body = problem_bytes(401, "unauthorized", _UNAUTHORIZED, instance=scope["path"])
             await send({"type": "http.response.start", "status": 401,
                         "headers": [(b"content-type", PROBLEM_CONTENT_TYPE.encode()),
+                                    (b"content-length", str(len(body)).encode()),
                                     (b"www-authenticate", b'Bearer realm="kumiho-ce"')]})
-            await send({"type": "http.response.body", "body": _UNAUTHORIZED})
+            await send({"type": "http.response.body", "body": body})
 
         return guarded
 

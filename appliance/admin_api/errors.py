@@ -8,6 +8,7 @@ words: the field at fault and how to fix it. Anything else is a 500 whose detail
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from litestar import Request, Response
@@ -33,6 +34,7 @@ _STATUS: tuple[tuple[type[KumihoError], int], ...] = (
     (Conflict, 409),
     (Unavailable, 503),
 )
+_MISSING = re.compile(r"^Missing required (query parameter|header|path parameter|cookie) '([^']+)'")
 _HTTP_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
                405: "method_not_allowed", 409: "conflict", 413: "payload_too_large", 415: "unsupported_media_type",
                503: "unavailable"}
@@ -60,11 +62,16 @@ def kumiho_error(request: Request[Any, Any, Any], exc: KumihoError) -> Response[
 
 def validation_error(request: Request[Any, Any, Any], exc: ValidationException) -> Response[dict[str, Any]]:
     """A parameter or body Litestar could not parse: name the first field at fault and what it expects."""
+    missing = _MISSING.match(str(exc.detail)) if exc.extra is None else None
+    if missing:  # Litestar says so only in its detail text
+        exc.extra = [{"key": missing.group(2), "source": missing.group(1).split()[0],
+                      "message": "is required; give it"}]
     first = exc.extra[0] if isinstance(exc.extra, list) and exc.extra else None
     if isinstance(first, dict) and first.get("key"):
         field = str(first["key"])
-        where = {"query": "query parameter", "path": "path parameter", "header": "header",
-                 "body": "body field"}.get(str(first.get("source") or ""), "field")
+        source = first.get("source")
+        where = {"query": "query parameter", "path": "path parameter", "header": "header", "cookie": "cookie",
+                 "body": "body field"}.get(str(getattr(source, "value", source) or ""), "field")
         message = str(first.get("message") or "is not valid")
         detail = f"{field}: {message.rstrip('.')} (the {where} {field}); fix it and send the request again"
     else:

@@ -186,6 +186,8 @@ class StoreBase:
         # ids of revisions deleted by committed writes whose search-index rows are still to be dropped
         self._removed: list[str] = []
         self._removed_lock = threading.Lock()
+        # called on the writer thread with each committed transaction's events (GraphStore.on_events)
+        self._event_listeners: list[Callable[[list[dict[str, Any]]], None]] = []
 
     def _now(self) -> str:
         return iso(self._clock())
@@ -207,9 +209,31 @@ class StoreBase:
             self._removed.extend(revisions)
 
     def _event(self, tx: Tx, routing_key: str, kref: str, details: dict[str, Any] | None = None) -> None:
-        """Record a change in the audit trail, in the same transaction as the change itself."""
-        tx.run(
-            "CREATE (:Event {at: $at, routing_key: $k, kref: $kref, author: $a, details: $d})",
-            {"at": self._now(), "k": routing_key, "kref": kref, "a": LOCAL_USER,
-             "d": json.dumps(details or {}, ensure_ascii=False, sort_keys=True)},
+        """Record a change in the audit trail, in the same transaction as the change itself; once the
+        transaction commits, its events go to the event listeners (the live feed), in sequence order."""
+        at, detail = self._now(), details or {}
+        seq = tx.scalar(
+            "CREATE (e:Event {at: $at, routing_key: $k, kref: $kref, author: $a, details: $d}) RETURN e.seq",
+            {"at": at, "k": routing_key, "kref": kref, "a": LOCAL_USER,
+             "d": json.dumps(detail, ensure_ascii=False, sort_keys=True)},
         )
+        if not self._event_listeners:
+            return
+        batch = next((action for action in tx.committed if isinstance(action, _CommittedEvents)), None)
+        if batch is None:  # the first event of this transaction (a rolled-back one never calls its batch)
+            batch = _CommittedEvents(self._event_listeners)
+            tx.after_commit(batch)
+        batch.append({"seq": int(seq), "at": at, "routing_key": routing_key, "kref": kref, "author": LOCAL_USER,
+                      "details": detail})
+
+
+class _CommittedEvents(list[dict[str, Any]]):
+    """The events one write transaction recorded, handed to the listeners once it has committed."""
+
+    def __init__(self, listeners: list[Callable[[list[dict[str, Any]]], None]]) -> None:
+        super().__init__()
+        self._listeners = listeners
+
+    def __call__(self) -> None:
+        for listener in list(self._listeners):
+            listener(list(self))

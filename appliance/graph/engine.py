@@ -272,12 +272,23 @@ class KuzuEngine:
     def read(self, job: Callable[[Tx], T]) -> T:
         if threading.current_thread() is self._writer:
             return job(self._tx)  # a write job reading its own uncommitted state
-        conn = self._readers.get()
+        conn = self._reader()
         try:
             conn.recycle_if_full()
             return job(Tx(conn))
         finally:
             self._readers.put(conn)
+
+    def _reader(self) -> Connection:
+        """A free reader connection; StorageError once the store is closed (close() takes the free ones, so
+        a read after it, or one waiting during it, would otherwise wait for ever)."""
+        while True:
+            if self._closed:
+                raise StorageError("the graph store is closed")
+            try:
+                return self._readers.get(timeout=0.5)
+            except queue.Empty:
+                continue
 
     def close(self) -> None:
         if self._closed:

@@ -318,9 +318,14 @@ class RevisionStore(StoreBase):
                 wanted.append((f"{argument}[{index}]", text, parsed))
 
         def job(tx: Tx) -> tuple[list[Revision], list[tuple[str, str]]]:
+            holders = _tag_holders(tx, [item_id(p) for w, _, p in wanted if w.startswith("item_krefs")], tag)
             found, missing = [], []
             for where, text, parsed in wanted:
-                try:
+                held = holders.get(item_id(parsed)) if where.startswith("item_krefs") else None
+                if held is not None:  # the item as named holds the tag now: no per-kref lookup
+                    found.append(held)
+                    continue
+                try:  # a revision kref, a short kref, a miss: resolved (and named in errors) one by one
                     found.append(self._find_revision(tx, parsed))
                 except NotFound:
                     missing.append((where, text))
@@ -433,3 +438,18 @@ class RevisionStore(StoreBase):
         tx.copy("Artifact", "row.id AS id, row.rev AS r, row.name AS n, row.loc AS l, $now AS c, $now AS mo, "
                 "$u AS au, $u AS un, row.m AS m, false AS d", arts, params)
         tx.copy("HAS_ARTIFACT", "row.rev AS f, row.id AS t", arts)
+
+
+def _tag_holders(tx: Tx, item_ids: list[str], tag: str) -> dict[str, Revision]:
+    """Item id → the revision holding ``tag`` now, with its current tags, for the items that exist under
+    exactly these ids, in one query (a batch of 500 items costs one read instead of 1,500)."""
+    ids = sorted(set(item_ids))
+    if not ids:
+        return {}
+    held: dict[str, dict[str, tuple[dict[str, Any], list[str]]]] = {}  # item → {revision id: (node, tags)}
+    for item, name, node in tx.rows(
+            "MATCH (i:Item)-[t:TAGGED]->(r:Revision) WHERE i.id IN $ids AND t.until = '' RETURN i.id, t.tag, r",
+            {"ids": ids}):
+        held.setdefault(item, {}).setdefault(node["id"], (node, []))[1].append(name)
+    return {item: revision_from(node, tags) for item, revisions in held.items()
+            for node, tags in revisions.values() if tag in tags}

@@ -200,8 +200,29 @@ class GraphStore(BundleStore, ArtifactStore, LinkStore, OutboxStore, OverviewSto
         rows = self._engine.read(lambda tx: tx.rows(
             "MATCH (e:Event) WHERE e.seq >= $after RETURN e ORDER BY e.seq LIMIT $n",
             {"after": after, "n": limit}))
-        return [{"seq": n["seq"], "at": n["at"], "routing_key": n["routing_key"], "kref": n["kref"],
-                 "author": n["author"], "details": json.loads(n["details"])} for (n,) in rows]
+        return [_event_view(n) for (n,) in rows]
+
+    def events_after(self, after: int, limit: int = 500) -> list[dict[str, Any]]:
+        """The events with ``after < seq <= after + limit``, oldest first (for resuming the live feed).
+
+        ``seq`` is Kùzu's SERIAL, the row's offset: events are never deleted, so the sequence has no gaps
+        and this range holds up to ``limit`` events. A range, not ``seq > after ORDER BY seq LIMIT n``:
+        that sorts every later event (670 ms from the start of 200k events, 50-75 ms for the range)."""
+        names.bounded_int(limit, "limit", 1, 10_000)
+        rows = self._engine.read(lambda tx: tx.rows(
+            "MATCH (e:Event) WHERE e.seq > $after AND e.seq <= $upto RETURN e ORDER BY e.seq",
+            {"after": after, "upto": after + limit}))
+        return [_event_view(n) for (n,) in rows]
+
+    def last_event_seq(self) -> int:
+        """The newest event's sequence number; -1 before the first event."""
+        last = self._engine.read(lambda tx: tx.scalar("MATCH (e:Event) RETURN max(e.seq)"))
+        return -1 if last is None else int(last)
+
+    def on_events(self, listener: Callable[[list[dict[str, Any]]], None]) -> None:
+        """Call ``listener`` with each committed write's events (``events()`` rows, sequence order), on the
+        writer thread after the commit: it must be quick."""
+        self._event_listeners.append(listener)
 
     def stats(self) -> dict[str, int]:
         def job(tx: Tx) -> dict[str, int]:
@@ -212,6 +233,11 @@ class GraphStore(BundleStore, ArtifactStore, LinkStore, OutboxStore, OverviewSto
             return counts
 
         return self._engine.read(job)
+
+
+def _event_view(node: dict[str, Any]) -> dict[str, Any]:
+    return {"seq": node["seq"], "at": node["at"], "routing_key": node["routing_key"], "kref": node["kref"],
+            "author": node["author"], "details": json.loads(node["details"])}
 
 
 def _entity_kref(table: str, key: str) -> str:

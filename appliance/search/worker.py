@@ -61,6 +61,11 @@ class IndexWorker:
                 "detail": "the search index was damaged and is being rebuilt from the graph; search answers "
                           "from the rows rebuilt so far until pending reaches 0"}
 
+    @property
+    def running(self) -> bool:
+        """The sync thread is alive and not asked to stop (for the health check)."""
+        return self._thread.is_alive() and not self._stop.is_set()
+
     def _on_commit(self) -> None:
         with self._progress:
             self._commits += 1

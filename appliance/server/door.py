@@ -9,6 +9,12 @@ whose name is re-pointed at this machine (DNS rebinding) sends them with its own
 * ``Origin``, which browsers send on cross-origin requests and every POST, must be the appliance's own origin
   (same host and port as ``Host``), a loopback page when bound to loopback, or one of ``http.cors_origins``.
   Otherwise 403. No ``Origin`` at all is a non-browser client (curl, SDKs, agent hosts) and is let in.
+* A request that may change something (any method but GET, HEAD and OPTIONS) from a browser must come from the
+  appliance's own pages or a ``http.cors_origins`` page: ``Sec-Fetch-Site: cross-site`` is refused, and
+  ``same-site`` unless ``Origin`` is the appliance's own (403). Its body must not be of a type an HTML form or a
+  "simple" cross-site request can send without asking first (``application/x-www-form-urlencoded``,
+  ``multipart/form-data``, ``text/plain``, or none at all): 415. So a page that cannot call the appliance
+  cannot make a browser forge such a request either, even in a browser that sends no ``Origin``.
 * CORS headers are sent only to the origins of ``http.cors_origins`` (none by default), so other pages cannot
   read an answer even when they may send the request.
 * A request body larger than ``http.max_body_bytes`` is refused with 413 before any handler sees it (``/mcp``
@@ -39,7 +45,11 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 _WILDCARDS = frozenset({"0.0.0.0", "::", ""})
 _CORS_METHODS = b"GET, POST, DELETE, OPTIONS"
 _CORS_HEADERS = (b"authorization, content-type, accept, mcp-protocol-version, mcp-session-id, last-event-id, "
-                 b"x-kumiho-project, x-kumiho-retrieval-limit, x-kumiho-session")
+                 b"x-kumiho-project, x-kumiho-retrieval-limit, x-kumiho-session, x-kumiho-token")
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+# the body types a <form> or a cross-site fetch() may send without a CORS preflight (the Fetch standard's
+# CORS-safelisted Content-Type values); a body without a type is sent without one too
+FORM_TYPES = frozenset({"application/x-www-form-urlencoded", "multipart/form-data", "text/plain"})
 
 
 @dataclass(frozen=True)
@@ -71,8 +81,9 @@ class DoorPolicy:
         return not self.loopback and _is_address(name)
 
 
-def check_request(policy: DoorPolicy, headers: list[tuple[bytes, bytes]]) -> Refusal | None:
-    """Why the request may not pass the door (Host, then Origin), or None when it may."""
+def check_request(policy: DoorPolicy, headers: list[tuple[bytes, bytes]], method: str = "GET") -> Refusal | None:
+    """Why the request may not pass the door (Host, then Origin, then for a method that may change something
+    where it comes from and what its body is), or None when it may."""
     hosts = [value for name, value in headers if name == b"host"]
     origins = [value for name, value in headers if name == b"origin"]
     if len(hosts) > 1 or len(origins) > 1:
@@ -81,15 +92,46 @@ def check_request(policy: DoorPolicy, headers: list[tuple[bytes, bytes]]) -> Ref
     if host is not None and not policy.host_allowed(_host_name(host)):
         return Refusal(421, "forbidden_host", f"Host {_shown(host)} is not a name of this appliance; use its "
                        "address (e.g. 127.0.0.1) or add the name to the http.allowed_hosts setting")
-    if origins and not origin_allowed(policy, origins[0].decode("latin-1").strip(), host):
-        return Refusal(403, "forbidden_origin", f"requests from the web page {_shown(origins[0].decode('latin-1'))} "
-                       "are refused; a page may call the appliance only when its origin is listed in the "
-                       "http.cors_origins setting")
+    origin = origins[0].decode("latin-1").strip() if origins else None
+    if origin is not None and not origin_allowed(policy, origin, host):
+        return Refusal(403, "forbidden_origin", f"requests from the web page {_shown(origin)} are refused; a page "
+                       "may call the appliance only when its origin is listed in the http.cors_origins setting")
+    if method in SAFE_METHODS:
+        return None
+    return _cross_site(policy, headers, origin, host) or _form_body(headers, method)
+
+
+def _cross_site(policy: DoorPolicy, headers: list[tuple[bytes, bytes]], origin: str | None,
+                host: str | None) -> Refusal | None:
+    """A browser's word (``Sec-Fetch-Site``) that another site's page sent this request that may change
+    something. A page of ``http.cors_origins`` may; the appliance's own pages are ``same-origin``."""
+    sites = [value.decode("latin-1").strip().lower() for name, value in headers if name == b"sec-fetch-site"]
+    if len(sites) > 1:
+        return Refusal(400, "bad_request", "send at most one Sec-Fetch-Site header")
+    site = sites[0] if sites else None
+    if site not in ("cross-site", "same-site") or _normal_origin(origin or "") in policy.cors_origins:
+        return None
+    if site == "same-site" and origin is not None and host is not None and _is_own_origin(origin, host):
+        return None
+    return Refusal(403, "forbidden_origin", f"a {site} request from a web page may not change anything here; "
+                   "only the appliance's own pages and the origins of the http.cors_origins setting may")
+
+
+def _form_body(headers: list[tuple[bytes, bytes]], method: str) -> Refusal | None:
+    """A body of a type a web page may send anywhere without asking (a form's, plain text, or none)."""
+    types = [value for name, value in headers if name == b"content-type"]
+    if len(types) > 1:
+        return Refusal(400, "bad_request", "send at most one Content-Type header")
+    media_type = types[0].decode("latin-1").split(";", 1)[0].strip().lower() if types else None
+    if media_type in FORM_TYPES or (media_type is None and _has_body(headers)):
+        shown = f"a {media_type} body" if media_type else "a body without a Content-Type"
+        return Refusal(415, "unsupported_media_type", f"{method} with {shown} is refused (a web page could send "
+                       "it from anywhere); send JSON with Content-Type: application/json")
     return None
 
 
 def origin_allowed(policy: DoorPolicy, origin: str, host: str | None) -> bool:
-    normal = origin.lower().rstrip("/")
+    normal = _normal_origin(origin)
     if normal in policy.cors_origins:
         return True
     try:
@@ -104,6 +146,19 @@ def origin_allowed(policy: DoorPolicy, origin: str, host: str | None) -> bool:
     return policy.loopback and _is_loopback_name(origin_host)
 
 
+def _is_own_origin(origin: str, host: str) -> bool:
+    """Whether ``origin`` is a page of this appliance as the client names it (same host and port)."""
+    try:
+        parts = urlsplit(_normal_origin(origin))
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and parts.netloc == host and not parts.path and not parts.query
+
+
+def _normal_origin(origin: str) -> str:
+    return origin.lower().rstrip("/")
+
+
 def front_door(policy: DoorPolicy) -> Callable[[ASGIApp], ASGIApp]:
     def middleware(app: ASGIApp) -> ASGIApp:
         async def door(scope: Scope, receive: Receive, send: Send) -> None:
@@ -111,9 +166,9 @@ def front_door(policy: DoorPolicy) -> Callable[[ASGIApp], ASGIApp]:
                 await app(scope, receive, send)
                 return
             headers: list[tuple[bytes, bytes]] = scope["headers"]
-            refusal = check_request(policy, headers)
+            refusal = check_request(policy, headers, scope["method"])
             if refusal:
-                await _refuse(send, refusal)
+                await _refuse(send, refusal, scope["path"])
                 return
             origin = _header(headers, b"origin")
             cors = origin is not None and origin.lower().rstrip(b"/").decode("latin-1") in policy.cors_origins
@@ -135,11 +190,14 @@ def bounded_body(limit: int) -> Callable[[ASGIApp], ASGIApp]:
     def middleware(app: ASGIApp) -> ASGIApp:
         async def bounded(scope: Scope, receive: Receive, send: Send) -> None:
             if scope["type"] == "http" and _has_body(scope["headers"]):
-                body = await _read_body(receive, limit)
+                try:
+                    body = await _read_body(receive, limit)
+                except _ClientGone:
+                    return  # it left, or was closed for sending too slowly: no one to answer, nothing to run
                 if body is None:
                     await _refuse(send, Refusal(
                         413, "payload_too_large", f"the request body is larger than {limit} bytes (the "
-                        "http.max_body_bytes setting); send less per request"))
+                        "http.max_body_bytes setting); send less per request"), scope["path"])
                     return
                 receive = _replay(body, receive)
             await app(scope, receive, send)
@@ -149,6 +207,10 @@ def bounded_body(limit: int) -> Callable[[ASGIApp], ASGIApp]:
     return middleware
 
 
+class _ClientGone(Exception):
+    """The client disconnected before its body was complete."""
+
+
 async def _read_body(receive: Receive, limit: int) -> bytes | None:
     """The whole body, or None as soon as it passes ``limit`` (the rest is never buffered)."""
     chunks: list[bytes] = []
@@ -156,7 +218,7 @@ async def _read_body(receive: Receive, limit: int) -> bytes | None:
     while True:
         message = await receive()
         if message["type"] != "http.request":
-            return b"".join(chunks)  # the client left; the handler sees an empty body and then the disconnect
+            raise _ClientGone
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
@@ -205,8 +267,8 @@ async def _preflight(send: Send, origin: bytes) -> None:
     await send({"type": "http.response.body", "body": b""})
 
 
-async def _refuse(send: Send, refusal: Refusal) -> None:
-    body = problem_bytes(refusal.status, refusal.code, refusal.message)
+async def _refuse(send: Send, refusal: Refusal, path: str | None = None) -> None:
+    body = problem_bytes(refusal.status, refusal.code, refusal.message, instance=path)
     await send({"type": "http.response.start", "status": refusal.status,
                 "headers": [(b"content-type", PROBLEM_CONTENT_TYPE.encode()),
                             (b"content-length", str(len(body)).encode())]})

@@ -78,6 +78,9 @@ class FrontListener:
         self.first_byte_timeout = first_byte_timeout
         self._accepting: asyncio.Task[None] | None = None
         self._routing: set[asyncio.Task[None]] = set()  # connections being routed, and gRPC pumps
+        # Connections the front holds (being routed, or pumped to gRPC): a connection handed to the HTTP
+        # protocol leaves this count as the protocol is made, so that it is never counted twice
+        self._held = 0
 
     @property
     def address(self) -> tuple[str, int]:
@@ -96,31 +99,43 @@ class FrontListener:
                 await asyncio.sleep(0.1)
                 continue
             if self.max_connections is not None and \
-                    len(self._routing) + self._open_connections() >= self.max_connections:
+                    self._held + self._open_connections() >= self.max_connections:
                 _turn_away(conn)
                 continue
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._held += 1
             task = loop.create_task(self._route(conn))
             self._routing.add(task)
             task.add_done_callback(self._routing.discard)
 
     async def _route(self, conn: socket.socket) -> None:
+        handed_over = False
+
+        def http_protocol() -> asyncio.Protocol:
+            nonlocal handed_over
+            handed_over = True
+            self._held -= 1  # the HTTP server counts it from now on (open_connections)
+            return self._http_factory(head)
+
         try:
-            head = await _read_head(conn, _DECIDE, self.first_byte_timeout)
-        except (TimeoutError, OSError):
-            conn.close()
-            return
-        if not head:
-            conn.close()
-            return
-        if head.startswith(H2_PREFACE[:_DECIDE]):
-            await self._to_grpc(conn, head)
-            return
-        loop = asyncio.get_running_loop()
-        try:
-            await loop.connect_accepted_socket(lambda: self._http_factory(head), conn)
-        except OSError:
-            conn.close()
+            try:
+                head = await _read_head(conn, _DECIDE, self.first_byte_timeout)
+            except (TimeoutError, OSError):
+                conn.close()
+                return
+            if not head:
+                conn.close()
+                return
+            if head.startswith(H2_PREFACE[:_DECIDE]):
+                await self._to_grpc(conn, head)
+                return
+            try:
+                await asyncio.get_running_loop().connect_accepted_socket(http_protocol, conn)
+            except OSError:
+                conn.close()
+        finally:
+            if not handed_over:
+                self._held -= 1
 
     async def _to_grpc(self, conn: socket.socket, head: bytes) -> None:
         if self.grpc_target is None:

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import logging
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import uvicorn
@@ -26,8 +26,10 @@ log = logging.getLogger(__name__)
 
 class ApplianceServer(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, sock: socket.socket, grpc_target: str | None = None,
-                 http: HttpSettings | None = None, idle_exit: tuple[IdleWatch, float] | None = None) -> None:
+                 http: HttpSettings | None = None, idle_exit: tuple[IdleWatch, float] | None = None,
+                 on_shutdown: Callable[[], None] | None = None) -> None:
         super().__init__(config)
+        self._on_shutdown = on_shutdown
         self._public_sock = sock
         self._grpc_target = grpc_target
         self._http = http or HttpSettings()
@@ -54,6 +56,16 @@ class ApplianceServer(uvicorn.Server):
         with super().capture_signals():
             yield
             self._captured_signals.clear()
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn waits (up to timeout_graceful_shutdown) for open responses to finish before the lifespan
+        ends: ``on_shutdown`` first ends the responses that never finish by themselves (event streams)."""
+        if self._on_shutdown is not None:
+            try:
+                self._on_shutdown()
+            except Exception:
+                log.exception("shutdown hook failed")
+        await super().shutdown(sockets)
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await self.lifespan.startup()
@@ -99,10 +111,12 @@ def make_config(app: Any, log_level: str, http: HttpSettings | None = None) -> u
 
 
 def run(app: Any, sock: socket.socket, http: HttpSettings, log_level: str = "info",
-        grpc_target: str | None = None, idle_exit: tuple[IdleWatch, float] | None = None) -> int:
-    """Serve until SIGTERM/SIGINT or, with ``idle_exit`` (a watch and seconds), until idle that long."""
+        grpc_target: str | None = None, idle_exit: tuple[IdleWatch, float] | None = None,
+        on_shutdown: Callable[[], None] | None = None) -> int:
+    """Serve until SIGTERM/SIGINT or, with ``idle_exit`` (a watch and seconds), until idle that long;
+    ``on_shutdown`` runs once the server stops accepting, before it waits for open responses."""
     if idle_exit is not None:
         app = idle_exit[0].wrap(app)
-    server = ApplianceServer(make_config(app, log_level, http), sock, grpc_target, http, idle_exit)
+    server = ApplianceServer(make_config(app, log_level, http), sock, grpc_target, http, idle_exit, on_shutdown)
     server.run()
     return 0 if server.started else 3

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 from appliance.errors import Conflict, InvalidArgument, NotFound
@@ -199,3 +201,24 @@ def test_batch_reads_revisions_and_tag_holders_in_order_and_lists_the_misses(gra
     with pytest.raises(InvalidArgument) as caught:
         graph.batch_revisions([], [item, "kref://x/../y"])
     assert caught.value.field == "item_krefs[1]"
+
+
+def test_batch_by_item_answers_as_one_lookup_per_item_does(graph: GraphStore, space: str) -> None:
+    """The batch reads every item's tag holder in one query; what it answers is what revision_by_tag answers,
+    tags and all, in the order asked, duplicates included, misses listed."""
+    items = [graph.create_item(space, f"m{i}", "conversation").kref for i in range(6)]
+    for i, item in enumerate(items[:5]):
+        for _ in range(i % 3 + 1):
+            graph.create_revision(item, {"i": str(i)})
+    graph.tag_revision(items[1] + "?r=1", "published")
+    graph.set_deprecated(items[2], True)
+    asked = [items[3], items[1], items[5], items[3], items[0], items[2]]
+    for tag in ("latest", "published"):
+        found, missing = graph.batch_revisions([], asked, tag)
+        expected = []
+        for kref in asked:
+            with contextlib.suppress(NotFound):
+                expected.append(graph.revision_by_tag(kref, tag))
+        assert [(r.kref, sorted(r.tags), r.metadata) for r in found] == \
+            [(r.kref, sorted(r.tags), r.metadata) for r in expected]
+        assert [k for _, k in missing] == [k for k in asked if k not in {r.item_kref for r in expected}]

@@ -1,5 +1,6 @@
-"""The front door of a real ``kumiho-ce serve``: Host and Origin checked on every route, CORS only when
-configured, request bodies bounded, integer headers parsed strictly."""
+"""The front door of a real ``kumiho-ce serve``: Host and Origin checked on every route, browser writes from
+other sites and form bodies refused, CORS only when configured, request bodies bounded, integer headers parsed
+strictly. (tests/server/test_every_route.py walks every route of the app's route table.)"""
 
 from __future__ import annotations
 
@@ -133,3 +134,71 @@ def test_query_parameters_out_of_bounds_answer_400_naming_them(app: Running) -> 
         answer = httpx.get(f"{app.base_url}/api/v1/search?q=x&{query}")
         assert answer.status_code == 400, (query, answer.text)
         assert query.split("=")[0] in problem(answer)["message"], answer.text
+
+
+WRITES = [("POST", "/mcp"), ("DELETE", "/mcp"), ("POST", "/api/jobs/job-1/cancel"), ("POST", "/api/no-such-route")]
+
+
+@pytest.mark.parametrize(("method", "path"), WRITES)
+@pytest.mark.parametrize(("site", "origin"), [
+    ("cross-site", None), ("cross-site", "http://localhost:5173"),  # a loopback page may read, not write
+    ("same-site", None), ("same-site", "http://localhost:5173"), ("SAME-SITE", None),
+])
+def test_a_browser_write_from_another_site_is_refused_before_any_handler(
+        app: Running, method: str, path: str, site: str, origin: str | None) -> None:
+    answer = _request(app, method, path, **{"sec-fetch-site": site, **({"origin": origin} if origin else {})})
+    assert answer.status_code == 403, answer.text  # the cancel handler would have said 404, /mcp 200
+    error = problem(answer)
+    assert error["code"] == "forbidden_origin" and error["instance"] == path.split("?")[0]
+    assert site.lower() in error["detail"] and "http.cors_origins" in error["detail"]
+    assert "access-control-allow-origin" not in answer.headers
+
+
+@pytest.mark.parametrize("headers", [
+    {"sec-fetch-site": "same-origin", "origin": "http://127.0.0.1:{port}"},  # the appliance's own pages
+    {"sec-fetch-site": "same-site", "origin": "http://127.0.0.1:{port}"},
+    {"sec-fetch-site": "none"},  # the user's own action (a bookmark, the address bar)
+    {"sec-fetch-site": "cross-site", "origin": "http://dash.example:8080"},  # listed in http.cors_origins
+])
+def test_browser_writes_from_the_appliance_and_configured_pages_pass(app: Running, headers: dict[str, str]) -> None:
+    filled = {name: value.format(port=_port(app)) for name, value in headers.items()}
+    answer = _request(app, "POST", "/mcp", **filled)
+    assert answer.status_code == 200 and "tools" in answer.json()["result"], answer.text
+    assert _request(app, "POST", "/api/jobs/job-1/cancel", **filled).status_code == 404  # the handler answered
+
+
+def test_reads_from_another_site_are_not_refused(app: Running) -> None:
+    """A page can send a GET anyway (an image, a link); it cannot read the answer without CORS."""
+    answer = _request(app, "GET", "/api/_ready", **{"sec-fetch-site": "cross-site"})
+    assert answer.status_code == 200 and "access-control-allow-origin" not in answer.headers
+
+
+@pytest.mark.parametrize("content_type", ["application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
+                                          "text/plain", "text/plain;charset=UTF-8", "Text/Plain"])
+@pytest.mark.parametrize("path", ["/mcp", "/api/jobs/job-1/cancel"])
+def test_form_and_plain_text_bodies_are_refused_with_415(app: Running, path: str, content_type: str) -> None:
+    """What an HTML form or a fetch() without a preflight can send from any page."""
+    answer = httpx.post(app.base_url + path, content=json.dumps(MCP_LIST), timeout=30,
+                        headers={"accept": "application/json, text/event-stream", "content-type": content_type})
+    assert answer.status_code == 415, answer.text
+    error = problem(answer)
+    assert error["code"] == "unsupported_media_type" and error["instance"] == path
+    assert content_type.split(";")[0].lower() in error["detail"]
+    assert "send JSON with Content-Type: application/json" in error["detail"]
+
+
+def test_a_body_without_a_type_is_refused_and_a_write_without_a_body_is_not(app: Running) -> None:
+    untyped = httpx.post(app.base_url + "/mcp", content=json.dumps(MCP_LIST), timeout=30,
+                         headers={"accept": "application/json, text/event-stream"})
+    assert untyped.status_code == 415 and "without a Content-Type" in problem(untyped)["detail"]
+    bodyless = httpx.post(app.base_url + "/api/jobs/job-1/cancel", timeout=30)  # curl -X POST: no body, no type
+    assert bodyless.status_code == 404 and problem(bodyless)["code"] == "not_found"
+
+
+def test_the_kumiho_token_header_may_be_sent_by_configured_pages(app: Running) -> None:
+    preflight = httpx.options(app.base_url + "/api/_ready", headers={
+        "origin": "http://dash.example:8080", "access-control-request-method": "GET",
+        "access-control-request-headers": "x-kumiho-token"})
+    assert preflight.status_code == 204 and "x-kumiho-token" in preflight.headers["access-control-allow-headers"]
+    revka = _request(app, "GET", "/api/_ready", **{"x-kumiho-token": ""})  # a local CE takes any, empty too
+    assert revka.status_code == 200

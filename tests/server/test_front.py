@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import ClassVar
 
 from appliance.server.front import H2_GOAWAY, H2_PREFACE, FrontListener, bind
 
@@ -109,3 +112,58 @@ def test_a_client_that_connects_and_leaves_does_no_harm(tmp_path: Path) -> None:
         assert (await _exchange(port, b"GET / HTTP/1.1\r\n\r\n")).startswith(b"HTTP/1.1 200")
 
     _with_front(tmp_path / "grpc.sock", scenario)
+
+
+class CountedStub(HttpStub):
+    """An HTTP stub that, as uvicorn's server state does, counts its open connections."""
+
+    open: ClassVar[set[CountedStub]] = set()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.open.add(self)
+        super().connection_made(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.open.discard(self)
+
+
+def test_a_burst_of_connections_up_to_the_limit_is_admitted_whole(tmp_path: Path) -> None:
+    """A connection being handed to the HTTP protocol was counted twice (routing, and already open), so a burst
+    of connections well under ``max_connections`` had some turned away with 503."""
+    limit = 100
+
+    def burst(port: int) -> list[socket.socket]:  # another thread, as another process would
+        conns = []
+        for _ in range(limit):
+            conn = socket.create_connection(("127.0.0.1", port), timeout=10)
+            conn.sendall(b"GET /api/_live HTTP/1.1\r\n")  # headers never finished: the connection stays
+            conns.append(conn)
+        return conns
+
+    async def main() -> None:
+        CountedStub.open = set()
+        front = FrontListener(bind("127.0.0.1", 0), CountedStub, max_connections=limit,
+                              open_connections=lambda: len(CountedStub.open))
+        await front.start()
+        port = front.address[1]
+        conns = await asyncio.to_thread(burst, port)
+        try:
+            for _ in range(500):  # until the front has handed every one over
+                if len(CountedStub.open) == limit:
+                    break
+                await asyncio.sleep(0.01)
+            answered = []
+            for conn in conns:
+                conn.setblocking(False)
+                with contextlib.suppress(BlockingIOError):
+                    answered.append(conn.recv(65536))
+            assert answered == [] and len(CountedStub.open) == limit, answered[:1]
+            reply = await asyncio.wait_for(_exchange(port, b"GET / HTTP/1.1\r\n\r\n"), timeout=10)
+            assert reply.startswith(b"HTTP/1.1 503")  # one more is over the limit
+        finally:
+            for conn in conns:
+                conn.close()
+            front.close()
+            await front.wait_closed()
+
+    asyncio.run(main())

@@ -1,17 +1,21 @@
 """The bearer token of an appliance bound beyond loopback (a real ``kumiho-ce serve`` on a private address in
-its own network namespace): an unusable token stops the start, an empty token file is replaced, and only an
-exact ``Authorization: Bearer <token>`` gets in."""
+its own network namespace) or on loopback with ``require_token``: an unusable token stops the start, an empty
+token file is replaced, and only an exact ``Authorization: Bearer <token>`` or ``X-Kumiho-Token: <token>`` gets
+in."""
 
 from __future__ import annotations
 
 import json
 import socket
 from pathlib import Path
+from typing import Any
 
+import anyio
 import httpx
 import pytest
 
 from tests.appliance_process import cli_env, free_port, kumiho_ce, serve
+from tests.mcp_api.clients import call, stdio_session, stop_background_appliance
 from tests.netns import PRIVATE_ADDRESS, run_in_private_network
 
 STORE = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
@@ -19,8 +23,9 @@ STORE = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
 MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
 
-def raw_status(base_url: str, path: str, authorization: str | None) -> int:
-    """The status of one request sent byte for byte (HTTP clients tidy the whitespace this is about)."""
+def raw_status(base_url: str, path: str, authorization: str | None, *extra: str) -> int:
+    """The status of one request sent byte for byte (HTTP clients tidy the whitespace this is about); ``extra``
+    are more header lines."""
     host, port = base_url.removeprefix("http://").rsplit(":", 1)
     body = json.dumps(STORE).encode() if path == "/mcp" else b""
     head = [f"{'POST' if body else 'GET'} {path} HTTP/1.1", f"Host: {host}:{port}", "Connection: close",
@@ -28,6 +33,7 @@ def raw_status(base_url: str, path: str, authorization: str | None) -> int:
             f"Content-Length: {len(body)}"]
     if authorization is not None:
         head.append(f"Authorization: {authorization}")
+    head += extra
     with socket.create_connection((host, int(port)), timeout=30) as conn:
         conn.sendall("\r\n".join(head).encode() + b"\r\n\r\n" + body)
         answer = b""
@@ -123,3 +129,43 @@ def test_a_good_configured_token_is_used_and_the_file_is_left_alone(tmp_path: Pa
         assert not (tmp_path / "data" / "token").exists()
 
     run_in_private_network(body)
+
+
+def test_require_token_asks_for_it_on_loopback_too_in_either_header(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with serve(data, KUMIHO_CE_REQUIRE_TOKEN="true") as app:
+        token = (data / "token").read_text().strip()
+        assert len(token) >= 43 and (data / "token").stat().st_mode & 0o077 == 0
+        assert "require_token is set: every request but /api/_live needs the bearer token" in \
+            (tmp_path / "data.log").read_text()
+        assert raw_status(app.base_url, "/api/_live", None) == 200  # Kumiho's SDK probe needs no token
+        for path in ("/api/_ready", "/api/v1/search?q=door", "/mcp", "/api/no-such-route"):
+            assert raw_status(app.base_url, path, None) == 401, path
+            for refused in ("", f"{token} ", f"{token}x", f"Bearer {token}", token[:-1], f"{token}\t"):
+                assert raw_status(app.base_url, path, None, f"X-Kumiho-Token: {refused}") == 401, (path, refused)
+            assert raw_status(app.base_url, path, None, f"X-Kumiho-Token: {token}",
+                              f"X-Kumiho-Token: {token}") == 401, path  # one header, as for Authorization
+            assert raw_status(app.base_url, path, f"Bearer {token}", "X-Kumiho-Token: " + "w" * 40) == 401, path
+        assert raw_status(app.base_url, "/api/_ready", f"Bearer {token}") == 200
+        assert raw_status(app.base_url, "/api/_ready", None, f"X-Kumiho-Token: {token}") == 200  # Revka's way
+        assert raw_status(app.base_url, "/api/_ready", f"Bearer {token}", "X-Kumiho-Token: ") == 200
+        stored = httpx.post(app.base_url + "/mcp", json=STORE, timeout=30,
+                            headers={**MCP_HEADERS, "x-kumiho-token": token})
+        assert stored.status_code == 200 and not stored.json()["result"].get("isError"), stored.text
+
+
+def test_the_stdio_bridge_sends_the_token_an_appliance_requires_on_loopback(tmp_path: Path) -> None:
+    """An agent host's `kumiho-ce mcp` needs no change: it reads the token the appliance it started wrote."""
+    data, port = tmp_path / "data", free_port()
+
+    async def steps() -> dict[str, Any]:
+        async with stdio_session(data, port, KUMIHO_CE_REQUIRE_TOKEN="true") as session:
+            return await call(session, "kumiho_memory_store", user_text="the door code is 4711")
+
+    try:
+        stored = anyio.run(steps)
+        assert "error" not in stored, stored
+        without = httpx.post(f"http://127.0.0.1:{port}/mcp", json=STORE, headers=MCP_HEADERS, timeout=30)
+        assert without.status_code == 401  # the appliance the bridge started does require it
+    finally:
+        stop_background_appliance(data)
