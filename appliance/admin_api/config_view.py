@@ -1,8 +1,9 @@
 """The effective settings as the console shows them: the same keys and types as ``appliance.config.Settings``,
 every secret replaced by ``MASK``.
 
-A secret is a ``SecretStr`` setting or one whose name has the word token, key, password or secret (by words:
-``context_tokens`` and ``tokenizer_path`` are not secrets, ``api_token`` and ``endpoint_api_key`` are). The
+A secret is a ``SecretStr`` setting, or a text setting whose name has the word token, key, password or secret
+(by words: ``context_tokens``, ``tokenizer_path`` and the flag ``require_token`` are not secrets, ``api_token``
+and ``endpoint_api_key`` are). The
 view's model is derived from the settings' models, so a new setting shows up (and a new secret is masked)
 without touching this module.
 """
@@ -22,8 +23,9 @@ SECRET_WORDS = frozenset({"token", "key", "password", "passwd", "secret", "passp
 
 
 def is_secret(name: str, annotation: Any) -> bool:
-    kinds = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else (annotation,)
-    return SecretStr in kinds or bool(SECRET_WORDS & set(name.lower().split("_")))
+    """A SecretStr, or text named like a secret (a flag such as require_token is not one)."""
+    kinds = set(typing.get_args(annotation) if isinstance(annotation, types.UnionType) else (annotation,))
+    return SecretStr in kinds or (str in kinds and bool(SECRET_WORDS & set(name.lower().split("_"))))
 
 
 def _section(annotation: Any) -> type[BaseModel] | None:

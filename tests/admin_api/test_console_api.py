@@ -344,7 +344,8 @@ def test_config_masks_every_secret(console: Console) -> None:
     assert body["settings"]["api_token"] == "********"
     assert body["settings"]["inference"]["endpoint_api_key"] == "********"
     assert set(body["secrets"]) == {"api_token", "inference.endpoint_api_key"}
-    assert body["settings"]["inference"]["context_tokens"] == 4096  # a setting named like one is no secret
+    assert body["settings"]["inference"]["context_tokens"] == 4096  # settings named like one but no text
+    assert body["settings"]["require_token"] is False
     assert body["settings"]["search"]["embedder"] == "hashing"
 
 

@@ -136,7 +136,7 @@ def test_query_parameters_out_of_bounds_answer_400_naming_them(app: Running) -> 
         assert query.split("=")[0] in problem(answer)["message"], answer.text
 
 
-WRITES = [("POST", "/mcp"), ("DELETE", "/mcp"), ("POST", "/api/jobs/job-1/cancel"), ("POST", "/api/no-such-route")]
+WRITES = [("POST", "/mcp"), ("DELETE", "/mcp"), ("POST", "/api/v1/jobs/job-1/cancel"), ("POST", "/api/no-such-route")]
 
 
 @pytest.mark.parametrize(("method", "path"), WRITES)
@@ -164,7 +164,7 @@ def test_browser_writes_from_the_appliance_and_configured_pages_pass(app: Runnin
     filled = {name: value.format(port=_port(app)) for name, value in headers.items()}
     answer = _request(app, "POST", "/mcp", **filled)
     assert answer.status_code == 200 and "tools" in answer.json()["result"], answer.text
-    assert _request(app, "POST", "/api/jobs/job-1/cancel", **filled).status_code == 404  # the handler answered
+    assert _request(app, "POST", "/api/v1/jobs/job-1/cancel", **filled).status_code == 404  # the handler answered
 
 
 def test_reads_from_another_site_are_not_refused(app: Running) -> None:
@@ -175,7 +175,7 @@ def test_reads_from_another_site_are_not_refused(app: Running) -> None:
 
 @pytest.mark.parametrize("content_type", ["application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
                                           "text/plain", "text/plain;charset=UTF-8", "Text/Plain"])
-@pytest.mark.parametrize("path", ["/mcp", "/api/jobs/job-1/cancel"])
+@pytest.mark.parametrize("path", ["/mcp", "/api/v1/jobs/job-1/cancel"])
 def test_form_and_plain_text_bodies_are_refused_with_415(app: Running, path: str, content_type: str) -> None:
     """What an HTML form or a fetch() without a preflight can send from any page."""
     answer = httpx.post(app.base_url + path, content=json.dumps(MCP_LIST), timeout=30,
@@ -191,7 +191,7 @@ def test_a_body_without_a_type_is_refused_and_a_write_without_a_body_is_not(app:
     untyped = httpx.post(app.base_url + "/mcp", content=json.dumps(MCP_LIST), timeout=30,
                          headers={"accept": "application/json, text/event-stream"})
     assert untyped.status_code == 415 and "without a Content-Type" in problem(untyped)["detail"]
-    bodyless = httpx.post(app.base_url + "/api/jobs/job-1/cancel", timeout=30)  # curl -X POST: no body, no type
+    bodyless = httpx.post(app.base_url + "/api/v1/jobs/job-1/cancel", timeout=30)  # curl -X POST: no body, no type
     assert bodyless.status_code == 404 and problem(bodyless)["code"] == "not_found"
 
 

@@ -163,7 +163,7 @@ def test_the_route_table_holds_every_kind_of_route(appliance: Appliance) -> None
     routes = served_routes(appliance.app)
     paths = {path for _, path in routes}
     assert {"/api/_live", "/api/_ready", "/mcp", "/api/schema/openapi.json", UNKNOWN[0][1]} <= paths, paths
-    assert ("POST", "/api/jobs/x/cancel") in routes  # path parameters filled, POST routes included
+    assert ("POST", "/api/v1/jobs/x/cancel") in routes  # path parameters filled, POST routes included
 
 
 def test_every_route_refuses_a_rebound_name_another_page_and_cross_site_writes(appliance: Appliance) -> None:
