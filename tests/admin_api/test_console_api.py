@@ -380,3 +380,12 @@ def test_the_schema_describes_the_console_routes(console: Console) -> None:
     assert "/api/jobs" not in paths and "/api/model" not in paths
     limit = next(p for p in paths["/api/v1/graph"]["get"]["parameters"] if p["name"] == "limit")
     assert limit["schema"]["maximum"] == 10_000 and limit["schema"]["minimum"] == 1
+
+
+def test_stats_count_an_item_without_revisions_under_no_memory_type(console: Console) -> None:
+    console.op("kumiho_create_project", name="Bare")
+    console.op("kumiho_create_space", project_name="Bare", space_name="s")
+    console.op("kumiho_create_item", space_path="/Bare/s", item_name="empty", kind="note")
+    stats = console.get("/api/v1/stats")
+    assert [(t["memory_type"], t["items"]) for t in stats["memory_types"] if t["project"] == "Bare"] == [("", 1)]
+    assert next(p for p in stats["projects"] if p["project"] == "Bare")["revisions"] == 0
