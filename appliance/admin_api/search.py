@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from litestar import Controller, get
 from litestar.datastructures import State
 from litestar.params import FromQuery, QueryParameter
 
+from appliance.admin_api.search_shapes import SearchAnswer, SearchHit
 from appliance.core.search import SearchFilter, SearchRequest
 from appliance.errors import InvalidArgument
 
@@ -31,14 +32,14 @@ class SearchController(Controller):
         tag: FromQuery[list[str] | None] = None,
         project: FromQuery[str | None] = None,
         include_deprecated: FromQuery[bool] = False,
-    ) -> dict[str, Any]:
+    ) -> SearchAnswer:
         try:
             where = SearchFilter(project, tuple(space or ()), tuple(kind or ()), tuple(memory_type or ()),
                                  tuple(tag or ()), include_deprecated)
         except InvalidArgument as exc:
             raise InvalidArgument(exc.message.replace("space_paths", "space"), field="space") from None
         hits = state.services.search.search(SearchRequest(q, where, mode, limit, min_score))
-        return {"query": q, "mode": mode, "count": len(hits), "results": [
-            {"revision_kref": h.revision_kref, "score": round(h.score, 4),
-             "vector_score": None if h.vector is None else round(h.vector, 4),
-             "text_score": None if h.text is None else round(h.text, 4)} for h in hits]}
+        return SearchAnswer(query=q, mode=mode, count=len(hits), results=[
+            SearchHit(revision_kref=h.revision_kref, score=round(h.score, 4),
+                      vector_score=None if h.vector is None else round(h.vector, 4),
+                      text_score=None if h.text is None else round(h.text, 4)) for h in hits])
