@@ -14,30 +14,34 @@ from collections.abc import Iterable
 from litestar.openapi.spec import Components, OpenAPI, OpenAPIMediaType, OpenAPIResponse, Operation, Reference, Schema
 from litestar.openapi.spec.enums import OpenAPIType
 
-PROBLEM_MEDIA_TYPE = "application/problem+json"
+from appliance.server.problems import PROBLEM_CONTENT_TYPE
+
 PROBLEM = "Problem"
 
 # status → what it means, for the schema's readers
 _MEANING = {
-    400: "Bad input: a parameter or body field is missing, of the wrong type or out of its bounds "
-         "(`field` names it)",
+    400: "Bad input: a parameter or body field is missing, of the wrong type or out of its bounds (`field` "
+         "names it), or the request has more than one Host header",
     401: "The appliance's token is missing or wrong (needed beyond loopback, or with require_token)",
     403: "Refused: a web page of another origin, or a cross-site request that would change something",
     404: "Not found: what the request names does not exist",
+    408: "The request's headers or body arrived too slowly",
     409: "Conflict: it exists already, or the change is refused in its present state",
     413: "The request body is larger than the configured bound (http.max_body_bytes)",
     415: "The request body is not JSON (send Content-Type: application/json)",
     421: "The Host header does not name this appliance",
+    431: "The request's headers are larger than the configured bound",
     500: "A fault in the appliance (the detail says only to see its log)",
-    503: "Briefly unavailable (the search index is rebuilt); retry after Retry-After seconds",
+    503: "Busy (too many open connections) or briefly unavailable (the search index is rebuilt); retry later",
 }
-_ALWAYS = (403, 421, 500)  # from the front door, and a fault, whatever the route
+# from in front of every route (the connection limits, the Host and Origin checks) and a fault, whatever the route
+_ALWAYS = (400, 403, 408, 421, 431, 500, 503)
 _STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
 def problem_schema() -> Schema:
-    """RFC 9457's members plus the appliance's ``code`` and ``field``."""
-    text = Schema(type=OpenAPIType.STRING)
+    """RFC 9457's members plus the appliance's ``code`` and ``field``; other members may follow (the RFC allows
+    extensions, e.g. the candidates of an ambiguous kref)."""
     return Schema(
         type=OpenAPIType.OBJECT,
         title="Problem",
@@ -52,7 +56,6 @@ def problem_schema() -> Schema:
             "field": Schema(type=OpenAPIType.STRING, description="the parameter or field at fault, when known"),
             "instance": Schema(type=OpenAPIType.STRING, description="the request path"),
         },
-        additional_properties=text,  # RFC 9457 allows extension members
     )
 
 
@@ -61,13 +64,13 @@ def error_statuses(method: str, operation: Operation, open_paths: Iterable[str],
     takes_input = bool(operation.parameters) or operation.request_body is not None
     statuses = set(_ALWAYS)
     if path not in open_paths:
-        statuses |= {401, 503}
+        statuses.add(401)
     if takes_input:
-        statuses |= {400, 404}
+        statuses.add(404)
     if operation.request_body is not None:
         statuses |= {413, 415}
     if method.upper() in _STATE_CHANGING:
-        statuses |= {400, 404, 409, 413}
+        statuses |= {404, 409}
     return sorted(statuses)
 
 
@@ -77,7 +80,7 @@ def document_problems(openapi: OpenAPI, *, open_paths: Iterable[str] = ()) -> Op
     components = openapi.components if isinstance(openapi.components, Components) else Components()
     components.schemas = {**(components.schemas or {}), PROBLEM: problem_schema()}
     openapi.components = components
-    problem = {PROBLEM_MEDIA_TYPE: OpenAPIMediaType(schema=Reference(ref=f"#/components/schemas/{PROBLEM}"))}
+    problem = {PROBLEM_CONTENT_TYPE: OpenAPIMediaType(schema=Reference(ref=f"#/components/schemas/{PROBLEM}"))}
     for path, item in (openapi.paths or {}).items():
         for method in ("get", "put", "post", "delete", "options", "head", "patch", "trace"):
             operation = getattr(item, method, None)

@@ -7,10 +7,28 @@ from typing import Annotated, Literal
 from litestar import Controller, get
 from litestar.datastructures import State
 from litestar.params import FromQuery, QueryParameter
+from msgspec import Meta
 
 from appliance.admin_api.search_shapes import SearchAnswer, SearchHit
+from appliance.core import names
 from appliance.core.search import SearchFilter, SearchRequest
 from appliance.errors import InvalidArgument
+
+# The filters' bounds, as the MCP tools' (operations/fields.py): how many values, how long each.
+MAX_SPACES, MAX_SPACE_PATH = 16, 512
+MAX_KINDS, MAX_MEMORY_TYPES, MAX_MEMORY_TYPE = 16, 16, 64
+MAX_TAGS = 8
+
+
+def _values(limit: int, length: int, what: str) -> QueryParameter:
+    return QueryParameter(max_items=limit, description=f"{what}; repeat the parameter for several (any of them "
+                                                       f"matches): at most {limit}, each at most {length} characters")
+
+# each value's length is checked when the query is parsed (msgspec); the schema states it in the description
+SpacePaths = list[Annotated[str, Meta(max_length=MAX_SPACE_PATH)]]
+Kinds = list[Annotated[str, Meta(max_length=names.MAX_SEGMENT)]]
+MemoryTypes = list[Annotated[str, Meta(max_length=MAX_MEMORY_TYPE)]]
+Tags = list[Annotated[str, Meta(max_length=names.MAX_TAG)]]
 
 
 class SearchController(Controller):
@@ -26,13 +44,21 @@ class SearchController(Controller):
         mode: FromQuery[Literal["hybrid", "vector", "text"]] = "hybrid",
         limit: Annotated[int, QueryParameter(ge=1, le=100)] = 10,
         min_score: Annotated[float, QueryParameter(ge=0.0, le=1.0)] = 0.0,
-        space: Annotated[list[str] | None, QueryParameter(description="space path prefixes (by segment)")] = None,
-        kind: FromQuery[list[str] | None] = None,
-        memory_type: FromQuery[list[str] | None] = None,
-        tag: FromQuery[list[str] | None] = None,
-        project: FromQuery[str | None] = None,
+        space: Annotated[SpacePaths | None, _values(MAX_SPACES, MAX_SPACE_PATH, "space path prefixes (by segment)")
+                         ] = None,
+        kind: Annotated[Kinds | None, _values(MAX_KINDS, names.MAX_SEGMENT, "item kinds")] = None,
+        memory_type: Annotated[MemoryTypes | None, _values(MAX_MEMORY_TYPES, MAX_MEMORY_TYPE, "memory types")] = None,
+        tag: Annotated[Tags | None, _values(MAX_TAGS, names.MAX_TAG, "tags")] = None,
+        project: Annotated[str | None, QueryParameter(max_length=names.MAX_SEGMENT, description="one project")] = None,
         include_deprecated: FromQuery[bool] = False,
     ) -> SearchAnswer:
+        # a name no memory can carry is a mistake to report, not a filter that quietly finds nothing
+        if project is not None:
+            names.project_name(project, "project")
+        for value in kind or ():
+            names.kind(value, "kind")
+        for value in tag or ():
+            names.tag(value, "tag")
         try:
             where = SearchFilter(project, tuple(space or ()), tuple(kind or ()), tuple(memory_type or ()),
                                  tuple(tag or ()), include_deprecated)
