@@ -21,14 +21,18 @@ MAX_TAGS = 8
 
 
 def _values(limit: int, length: int, what: str) -> QueryParameter:
-    return QueryParameter(max_items=limit, description=f"{what}; repeat the parameter for several (any of them "
-                                                       f"matches): at most {limit}, each at most {length} characters")
+    return QueryParameter(
+        max_items=limit, description=f"{what}; repeat the parameter for several (any of them matches): at most "
+                                     f"{limit}, each at most {length} characters",
+        schema_extra={"items": {"type": "string", "maxLength": length}})  # Litestar would not write the length
 
-# each value's length is checked when the query is parsed (msgspec); the schema states it in the description
-SpacePaths = list[Annotated[str, Meta(max_length=MAX_SPACE_PATH)]]
-Kinds = list[Annotated[str, Meta(max_length=names.MAX_SEGMENT)]]
-MemoryTypes = list[Annotated[str, Meta(max_length=MAX_MEMORY_TYPE)]]
-Tags = list[Annotated[str, Meta(max_length=names.MAX_TAG)]]
+
+# Tuples, not optional lists: the schema then says "an array of strings", which a repeated query parameter is
+# (an optional list reads "an array or null", and one value on the wire is neither). msgspec checks each length.
+SpacePaths = tuple[Annotated[str, Meta(max_length=MAX_SPACE_PATH)], ...]
+Kinds = tuple[Annotated[str, Meta(max_length=names.MAX_SEGMENT)], ...]
+MemoryTypes = tuple[Annotated[str, Meta(max_length=MAX_MEMORY_TYPE)], ...]
+Tags = tuple[Annotated[str, Meta(max_length=names.MAX_TAG)], ...]
 
 
 class SearchController(Controller):
@@ -44,24 +48,23 @@ class SearchController(Controller):
         mode: FromQuery[Literal["hybrid", "vector", "text"]] = "hybrid",
         limit: Annotated[int, QueryParameter(ge=1, le=100)] = 10,
         min_score: Annotated[float, QueryParameter(ge=0.0, le=1.0)] = 0.0,
-        space: Annotated[SpacePaths | None, _values(MAX_SPACES, MAX_SPACE_PATH, "space path prefixes (by segment)")
-                         ] = None,
-        kind: Annotated[Kinds | None, _values(MAX_KINDS, names.MAX_SEGMENT, "item kinds")] = None,
-        memory_type: Annotated[MemoryTypes | None, _values(MAX_MEMORY_TYPES, MAX_MEMORY_TYPE, "memory types")] = None,
-        tag: Annotated[Tags | None, _values(MAX_TAGS, names.MAX_TAG, "tags")] = None,
-        project: Annotated[str | None, QueryParameter(max_length=names.MAX_SEGMENT, description="one project")] = None,
+        space: Annotated[SpacePaths, _values(MAX_SPACES, MAX_SPACE_PATH, "space path prefixes (by segment)")] = (),
+        kind: Annotated[Kinds, _values(MAX_KINDS, names.MAX_SEGMENT, "item kinds")] = (),
+        memory_type: Annotated[MemoryTypes, _values(MAX_MEMORY_TYPES, MAX_MEMORY_TYPE, "memory types")] = (),
+        tag: Annotated[Tags, _values(MAX_TAGS, names.MAX_TAG, "tags")] = (),
+        project: Annotated[str, QueryParameter(max_length=names.MAX_SEGMENT,
+                                               description="one project; absent: every project")] = "",
         include_deprecated: FromQuery[bool] = False,
     ) -> SearchAnswer:
         # a name no memory can carry is a mistake to report, not a filter that quietly finds nothing
-        if project is not None:
+        if project:
             names.project_name(project, "project")
-        for value in kind or ():
+        for value in kind:
             names.kind(value, "kind")
-        for value in tag or ():
+        for value in tag:
             names.tag(value, "tag")
         try:
-            where = SearchFilter(project, tuple(space or ()), tuple(kind or ()), tuple(memory_type or ()),
-                                 tuple(tag or ()), include_deprecated)
+            where = SearchFilter(project or None, space, kind, memory_type, tag, include_deprecated)
         except InvalidArgument as exc:
             raise InvalidArgument(exc.message.replace("space_paths", "space"), field="space") from None
         hits = state.services.search.search(SearchRequest(q, where, mode, limit, min_score))
