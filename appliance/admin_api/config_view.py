@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import types
 import typing
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, create_model
@@ -28,6 +29,10 @@ def is_secret(name: str, annotation: Any) -> bool:
     return SecretStr in kinds or (str in kinds and bool(SECRET_WORDS & set(name.lower().split("_"))))
 
 
+def _kinds(annotation: Any) -> tuple[Any, ...]:
+    return typing.get_args(annotation) if isinstance(annotation, types.UnionType) else (annotation,)
+
+
 def _section(annotation: Any) -> type[BaseModel] | None:
     return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
 
@@ -39,6 +44,8 @@ def view_model(model: type[BaseModel], name: str) -> type[BaseModel]:
         section = _section(annotation)
         if is_secret(key, annotation):
             annotation = str | None
+        elif Path in _kinds(annotation):  # a path on this machine, not a URI (Litestar would write format: uri)
+            annotation = str | None if type(None) in _kinds(annotation) else str
         elif section is not None:
             annotation = view_model(section, name + "".join(p.title() for p in key.split("_")))
         fields[key] = (annotation, Field(description=info.description))
@@ -63,7 +70,7 @@ def masked(settings: BaseModel, prefix: str = "") -> tuple[dict[str, Any], list[
             values[key], inner = masked(value, f"{prefix}{key}.")
             secrets += inner
         else:
-            values[key] = value
+            values[key] = str(value) if isinstance(value, Path) else value
     return values, secrets
 
 

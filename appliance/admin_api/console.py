@@ -16,7 +16,16 @@ from litestar.params import JSONBody, QueryParameter
 from appliance.admin_api import console_reads
 from appliance.admin_api import console_shapes as shapes
 from appliance.admin_api.config_view import settings_view
-from appliance.admin_api.params import MAX_FILTER_VALUES, filter_values, moment
+from appliance.admin_api.params import (
+    MAX_KINDS,
+    MAX_MEMORY_TYPE,
+    MAX_MEMORY_TYPES,
+    Kinds,
+    MemoryTypes,
+    filter_values,
+    moment,
+    values_parameter,
+)
 from appliance.core import kref as krefs
 from appliance.core import names
 from appliance.errors import InvalidArgument, KumihoError, NotFound
@@ -50,10 +59,9 @@ class ConsoleController(Controller):
             description="the project (default: the space's project, else the default project)", max_length=256)] = None,
         space: Annotated[str | None, QueryParameter(
             description="a space path (/project/a/b): it and the spaces below it", max_length=1024)] = None,
-        kind: Annotated[list[str] | None, QueryParameter(
-            description=f"item kinds (repeat for several; at most {MAX_FILTER_VALUES})")] = None,
-        memory_type: Annotated[list[str] | None, QueryParameter(
-            description=f"memory types of the latest revision (repeat; at most {MAX_FILTER_VALUES})")] = None,
+        kind: Annotated[Kinds, values_parameter(MAX_KINDS, names.MAX_SEGMENT, "item kinds")] = (),
+        memory_type: Annotated[MemoryTypes, values_parameter(
+            MAX_MEMORY_TYPES, MAX_MEMORY_TYPE, "memory types of the latest revision")] = (),
         since: Annotated[str | None, QueryParameter(
             description="created at or after this RFC 3339 time", max_length=64)] = None,
         until: Annotated[str | None, QueryParameter(

@@ -10,6 +10,7 @@ from litestar.datastructures import State
 from pydantic import BaseModel, Field
 
 from appliance import __version__
+from appliance.admin_api.health_shapes import Live, Ready, SearchReadiness
 from appliance.health import Check, HealthProbe
 
 DEPLOYMENT_MODE: Literal["self_hosted_ce"] = "self_hosted_ce"
@@ -52,22 +53,22 @@ class HealthController(Controller):
     tags = ("health",)
 
     @get("/_live", summary="Liveness (no token needed)", sync_to_thread=False)
-    def live(self) -> dict[str, Any]:
-        return {"status": "ok", "deployment_mode": DEPLOYMENT_MODE, "version": __version__}
+    def live(self) -> Live:
+        return Live(status="ok", deployment_mode=DEPLOYMENT_MODE, version=__version__)
 
     @get("/_ready", summary="Readiness: the graph is open and its schema current", sync_to_thread=True)
-    def ready(self, state: State) -> dict[str, Any]:
+    def ready(self, state: State) -> Ready:
         services = state.services
         worker = services.index_worker
         try:
             rows: int | None = services.index.count()
         except Exception:  # a damaged table: the index worker repairs it, and state/sync_error say so
             rows = None
-        return {"status": "ready", "deployment_mode": DEPLOYMENT_MODE, "version": __version__,
-                "schema_version": services.graph.schema_version(),
-                "search": {"embedder": services.index.model_id, "rows": rows,
-                           "pending": services.graph.pending_count(), "sync_error": worker.last_error,
-                           **worker.state()}}
+        return Ready(status="ready", deployment_mode=DEPLOYMENT_MODE, version=__version__,
+                     schema_version=services.graph.schema_version(),
+                     search=SearchReadiness(embedder=services.index.model_id, rows=rows,
+                                            pending=services.graph.pending_count(), sync_error=worker.last_error,
+                                            **worker.state()))
 
     @get("/_health", summary="Component health: graph store, event feed, embedder, search index",
          description="Kumiho's health report (`neo4j`, `event_stream` and `embedding` each carry a `status`); "

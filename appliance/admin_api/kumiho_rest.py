@@ -112,7 +112,7 @@ class KumihoRestController(Controller):
     tags = ("kumiho",)
     exception_handlers = _REFUSALS
     parameters = MappingProxyType({"x_kumiho_token": HeaderParameter(
-        name="X-Kumiho-Token", annotation=str, required=False, max_length=8192,
+        name="X-Kumiho-Token", annotation=str, required=False,
         description="Kumiho's service token header; accepted (empty too) where the appliance needs no token")})
 
     # -- projects ---------------------------------------------------------------------------------------------

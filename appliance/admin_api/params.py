@@ -4,7 +4,12 @@ times. Each refusal names its parameter and the fix."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Annotated
 
+from litestar.params import QueryParameter
+from msgspec import Meta
+
+from appliance.core import names
 from appliance.errors import InvalidArgument
 from appliance.graph._support import iso
 
@@ -12,7 +17,28 @@ MAX_FILTER_VALUES = 20  # values of one repeatable filter (kind, memory_type, ta
 FILTER_VALUE_MAX = 256  # characters of one of them
 
 
-def filter_values(values: list[str] | None, field: str) -> tuple[str, ...]:
+# The filters' bounds, as the MCP tools' (operations/fields.py): how many values, how long each.
+MAX_SPACES, MAX_SPACE_PATH = 16, 512
+MAX_KINDS, MAX_MEMORY_TYPES, MAX_MEMORY_TYPE = 16, 16, 64
+MAX_TAGS = 8
+
+
+def values_parameter(limit: int, length: int, what: str) -> QueryParameter:
+    return QueryParameter(
+        max_items=limit, description=f"{what}; repeat the parameter for several (any of them matches): at most "
+                                     f"{limit}, each at most {length} characters",
+        schema_extra={"items": {"type": "string", "maxLength": length}})  # Litestar would not write the length
+
+
+# Tuples, not optional lists: the schema then says "an array of strings", which a repeated query parameter is
+# (an optional list reads "an array or null", and one value on the wire is neither). msgspec checks each length.
+SpacePaths = tuple[Annotated[str, Meta(max_length=MAX_SPACE_PATH)], ...]
+Kinds = tuple[Annotated[str, Meta(max_length=names.MAX_SEGMENT)], ...]
+MemoryTypes = tuple[Annotated[str, Meta(max_length=MAX_MEMORY_TYPE)], ...]
+Tags = tuple[Annotated[str, Meta(max_length=names.MAX_TAG)], ...]
+
+
+def filter_values(values: tuple[str, ...] | list[str] | None, field: str) -> tuple[str, ...]:
     """The distinct non-blank values, in order; at most MAX_FILTER_VALUES of at most FILTER_VALUE_MAX
     characters each."""
     found = tuple(dict.fromkeys(v.strip() for v in values or () if v.strip()))

@@ -11,7 +11,20 @@ from litestar.datastructures import State
 from litestar.params import FromQuery, QueryParameter
 
 from appliance.admin_api.console_shapes import SearchHit, SearchResponse
-from appliance.admin_api.params import MAX_FILTER_VALUES, filter_values
+from appliance.admin_api.params import (
+    MAX_KINDS,
+    MAX_MEMORY_TYPE,
+    MAX_MEMORY_TYPES,
+    MAX_SPACE_PATH,
+    MAX_SPACES,
+    MAX_TAGS,
+    Kinds,
+    MemoryTypes,
+    SpacePaths,
+    Tags,
+    values_parameter,
+)
+from appliance.core import names
 from appliance.core.model import Item, Revision
 from appliance.core.scoring import Scored
 from appliance.core.search import SearchFilter, SearchRequest
@@ -32,20 +45,24 @@ class SearchController(Controller):
         mode: FromQuery[Literal["hybrid", "vector", "text"]] = "hybrid",
         limit: Annotated[int, QueryParameter(ge=1, le=100)] = 10,
         min_score: Annotated[float, QueryParameter(ge=0.0, le=1.0)] = 0.0,
-        space: Annotated[list[str] | None, QueryParameter(
-            description=f"space path prefixes (by segment; at most {MAX_FILTER_VALUES})")] = None,
-        kind: Annotated[list[str] | None, QueryParameter(
-            description=f"item kinds (at most {MAX_FILTER_VALUES})")] = None,
-        memory_type: Annotated[list[str] | None, QueryParameter(
-            description=f"memory types (at most {MAX_FILTER_VALUES})")] = None,
-        tag: Annotated[list[str] | None, QueryParameter(description=f"tags (at most {MAX_FILTER_VALUES})")] = None,
-        project: Annotated[str | None, QueryParameter(description="one project", max_length=256)] = None,
+        space: Annotated[SpacePaths, values_parameter(
+            MAX_SPACES, MAX_SPACE_PATH, "space path prefixes (by segment)")] = (),
+        kind: Annotated[Kinds, values_parameter(MAX_KINDS, names.MAX_SEGMENT, "item kinds")] = (),
+        memory_type: Annotated[MemoryTypes, values_parameter(MAX_MEMORY_TYPES, MAX_MEMORY_TYPE, "memory types")] = (),
+        tag: Annotated[Tags, values_parameter(MAX_TAGS, names.MAX_TAG, "tags")] = (),
+        project: Annotated[str, QueryParameter(max_length=names.MAX_SEGMENT,
+                                               description="one project; absent: every project")] = "",
         include_deprecated: FromQuery[bool] = False,
     ) -> SearchResponse:
+        # a name no memory can carry is a mistake to report, not a filter that quietly finds nothing
+        if project:
+            names.project_name(project, "project")
+        for value in kind:
+            names.kind(value, "kind")
+        for value in tag:
+            names.tag(value, "tag")
         try:
-            where = SearchFilter(project, filter_values(space, "space"), filter_values(kind, "kind"),
-                                 filter_values(memory_type, "memory_type"), filter_values(tag, "tag"),
-                                 include_deprecated)
+            where = SearchFilter(project or None, space, kind, memory_type, tag, include_deprecated)
         except InvalidArgument as exc:
             if exc.field != "space_paths":
                 raise
