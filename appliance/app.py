@@ -25,6 +25,7 @@ from appliance.admin_api.errors import HANDLERS
 from appliance.admin_api.health import HealthController
 from appliance.admin_api.jobs import JobsController
 from appliance.admin_api.search import SearchController
+from appliance.admin_api.ui import ui_router
 from appliance.config import Settings
 from appliance.core.ports import ChatModel, Embedder
 from appliance.datadir import DataDir
@@ -219,7 +220,7 @@ def build_app(services: Services) -> ASGIApp:
             yield
 
     litestar = Litestar(
-        route_handlers=[HealthController, SearchController, JobsController, mcp_endpoint],
+        route_handlers=[HealthController, SearchController, JobsController, mcp_endpoint, ui_router()],
         lifespan=[run_mcp],
         state=State({"services": services}),
         exception_handlers=HANDLERS,  # type: ignore[arg-type]  # each handler takes its own exception class
