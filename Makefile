@@ -55,11 +55,12 @@ models: $(VENV)/.installed
 	  && $(BIN)/kumiho-ce models install $(CHAT) --from $(MODEL_PARTS); rc=$$?; rm -rf $(MODEL_PARTS); exit $$rc; }
 
 # As root (CI), strace and iproute2 too: the offline probe traces the appliance's connect() calls, and the
-# token tests bind beyond loopback in a private network namespace.
+# token tests bind beyond loopback in a private network namespace. Debian's chromium is the browser of the UI
+# tests (Playwright drives it; Playwright's own browser download needs a network the machine does not have).
 $(VENV)/.installed-test: $(VENV)/.installed
 	$(PIP) install --quiet -e '.[test]'
-	@[ "$$(id -u)" != 0 ] || { command -v strace >/dev/null && command -v ip >/dev/null; } \
-	  || { apt-get update -qq && apt-get install -y -qq strace iproute2 >/dev/null; }
+	@[ "$$(id -u)" != 0 ] || { command -v strace >/dev/null && command -v ip >/dev/null && [ -x /usr/bin/chromium ]; } \
+	  || { apt-get update -qq && apt-get install -y -qq strace iproute2 chromium >/dev/null; }
 	@touch $@
 
 install: $(VENV)/.installed models
@@ -121,6 +122,12 @@ FUZZ ?= 200
 test-fuzz: install-test
 	@KUMIHO_FUZZ_EXAMPLES=$(FUZZ) $(PYTEST) tests/mcp_api/test_fuzz.py -m long -q -s; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test-fuzz: no tests were collected" >&2; exit 1; fi; exit $$rc
+
+# The web UI in headless chromium at 10k memories: the graph view drawn and stopped, its figures as JSON, and the
+# screenshots of docs/screenshots/ taken again (`make test` runs the short browser tests)
+test-browser: install-test
+	@$(PYTEST) tests/ui -m long -s -q; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test-browser: no tests were collected" >&2; exit 1; fi; exit $$rc
 
 # The largest calls the input bounds allow, timed on a real appliance (JSON).
 bench-bounds: install

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from litestar import Response, Router, get
 from litestar.datastructures import ResponseHeader
@@ -57,10 +58,19 @@ def api_docs() -> Response[bytes]:
     return _html("docs.html")
 
 
+def _with_security_headers(response: Response[Any]) -> Response[Any]:
+    # the static-files routers answer with file responses, which a router's response_headers do not reach
+    for header in SECURITY_HEADERS:
+        response.headers.setdefault(header.name, header.value or "")
+    return response
+
+
 def ui_router() -> Router:
     """The pages and their assets (``/ui/assets/...``: the UI's own scripts and styles; ``/ui/vendor/...``: the
     vendored libraries), every response with the security headers above."""
-    assets = create_static_files_router("/ui/assets", directories=[UI_ROOT / "assets"], name="ui-assets")
-    vendor = create_static_files_router("/ui/vendor", directories=[UI_ROOT / "vendor"], name="ui-vendor")
+    assets = create_static_files_router("/ui/assets", directories=[UI_ROOT / "assets"], name="ui-assets",
+                                        after_request=_with_security_headers)
+    vendor = create_static_files_router("/ui/vendor", directories=[UI_ROOT / "vendor"], name="ui-vendor",
+                                        after_request=_with_security_headers)
     return Router("/", route_handlers=[index, ui_root, api_docs, assets, vendor], response_headers=SECURITY_HEADERS,
                   include_in_schema=False)

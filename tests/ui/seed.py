@@ -3,6 +3,8 @@ them), or many written straight through the graph layer before the appliance sta
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +34,13 @@ DERIVED_TEXT = ("## Backup policy\n\nBackups are **nightly** at `02:00 UTC`.\n\n
                 "*archive*\n\n<script>window.pwned = 1</script> stays text.")
 
 
+def mcp_steps(base_url: str, steps: Callable[[Any], Awaitable[Any]]) -> Any:
+    """``steps`` in one MCP session, on a thread of its own: Playwright's synchronous API keeps an event loop
+    running on the test's thread, where another cannot start."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(in_http_session, base_url, steps).result(timeout=120)
+
+
 def seed_through_mcp(base_url: str) -> Seeded:
     async def steps(session: Any) -> Seeded:
         source = await call(session, "kumiho_memory_store", user_text=SOURCE_TEXT, title="Nightly backup schedule",
@@ -43,7 +52,7 @@ def seed_through_mcp(base_url: str) -> Seeded:
                            title="Favourite tea", space_path="preferences", memory_type="preference")
         return Seeded(source, derived, other)
 
-    return in_http_session(base_url, steps)  # type: ignore[no-any-return]
+    return mcp_steps(base_url, steps)  # type: ignore[no-any-return]
 
 
 def seed_bulk(root: Path, memories: int, edges: int) -> None:
@@ -68,5 +77,5 @@ def seed_bulk(root: Path, memories: int, edges: int) -> None:
             return f"kref://{BULK_PROJECT}/{BULK_SPACES[j % len(BULK_SPACES)]}/m{j}.fact?r=1"
 
         # a forest: memory i was derived from memory i // 7
-        graph.create_edges([NewEdge(kref(i), kref(i // 7), "DERIVED_FROM") for i in range(1, min(edges + 1, memories))])
-        graph.create_edges(links)
+        graph.create_edges([NewEdge(kref(i), kref(i // 7), "DERIVED_FROM")
+                            for i in range(1, min(edges + 1, memories))])
