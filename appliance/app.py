@@ -42,6 +42,7 @@ from appliance.maintenance import Maintenance
 from appliance.mcp_api.server import build_server, session_manager
 from appliance.memory.artifacts import sweep as sweep_artifacts
 from appliance.memory.cache import RecallCache
+from appliance.memory.client import Client
 from appliance.memory.consolidation import Consolidator
 from appliance.memory.model_options import ModelOptions, Redact, patterns_only
 from appliance.memory.recall import Recaller
@@ -54,6 +55,7 @@ from appliance.search.sync import IndexSync
 from appliance.search.worker import IndexWorker
 from appliance.server.door import ASGIApp, DoorPolicy, bounded_body, front_door
 from appliance.services import Family, Parts, families, handlers
+from appliance.services.calls import Operations
 from appliance.services.maintenance import MaintenanceService
 from appliance.services.model_work import ModelWork
 
@@ -73,6 +75,12 @@ class Services:
     jobs: JobQueue
     model: ChatModel
     maintenance: Maintenance
+    operations: Operations
+
+    def perform(self, name: str, arguments: dict[str, Any] | None = None, client: Client | None = None
+                ) -> dict[str, Any]:
+        """Run a typed operation by name, as the MCP tool of that name does (see ``Operations.perform``)."""
+        return self.operations.perform(name, arguments, client)
 
     @property
     def token(self) -> str:
@@ -120,8 +128,9 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
                 maintenance = Maintenance(parts.maintenance, jobs, settings.maintenance,
                                           settings.kumiho.default_project, consolidator=parts.consolidator)
                 maintenance.start()
-                yield Services(settings, data_dir, graph, index, search, worker, working, tuple(families(parts)),
-                               jobs, model, maintenance)
+                built = tuple(families(parts))
+                yield Services(settings, data_dir, graph, index, search, worker, working, built, jobs, model,
+                               maintenance, Operations(handlers(built), settings.kumiho.default_project))
             finally:
                 if maintenance is not None:
                     maintenance.stop()

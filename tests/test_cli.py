@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from tests.appliance_process import cli_env, free_port, kumiho_ce, serve
+from tests.problems import problem
 
 
 def test_serve_answers_the_live_probe_kumiho_clients_use(tmp_path: Path) -> None:
@@ -37,7 +38,7 @@ def test_the_openapi_schema_is_served_offline(tmp_path: Path) -> None:
         schema = httpx.get(app.base_url + "/api/schema/openapi.json").json()
         assert "/api/_live" in schema["paths"]
         unknown = httpx.get(app.base_url + "/api/nothing-here")
-        assert unknown.status_code == 404 and "error" in unknown.json()
+        assert unknown.status_code == 404 and problem(unknown)["code"] == "not_found"
 
 
 def test_a_second_appliance_on_the_same_data_directory_is_refused(tmp_path: Path) -> None:
@@ -63,7 +64,7 @@ def test_beyond_loopback_every_request_but_live_needs_the_token(tmp_path: Path) 
         assert (app.data_dir / "token").stat().st_mode & 0o077 == 0
         assert httpx.get(app.base_url + "/api/_live").status_code == 200
         refused = httpx.get(app.base_url + "/api/_ready")
-        assert refused.status_code == 401 and refused.json()["error"]["code"] == "unauthorized"
+        assert refused.status_code == 401 and problem(refused)["code"] == "unauthorized"
         wrong = httpx.get(app.base_url + "/api/_ready", headers={"Authorization": "Bearer nope"})
         assert wrong.status_code == 401
         ok = httpx.get(app.base_url + "/api/_ready", headers={"Authorization": f"Bearer {token}"})
@@ -202,6 +203,6 @@ def test_a_memory_written_to_the_graph_is_found_over_http(tmp_path: Path) -> Non
         assert [r["revision_kref"] for r in found["results"]] == [item + "?r=1"]
         assert 0 < found["results"][0]["score"] <= 1
         bad = httpx.get(app.base_url + "/api/v1/search", params={"q": "x", "space": "/bad path"})
-        assert bad.status_code == 400 and "space" in bad.json()["error"]["message"]
+        assert bad.status_code == 400 and "space" in problem(bad)["message"]
         missing = httpx.get(app.base_url + "/api/v1/search")
         assert missing.status_code == 400

@@ -16,6 +16,7 @@ from appliance.config import Settings
 from appliance.datadir import DataDir
 from appliance.errors import ConfigError
 from appliance.server.door import ASGIApp, Receive, Scope, Send
+from appliance.server.problems import PROBLEM_CONTENT_TYPE, problem_bytes
 
 OPEN_PATHS = frozenset({"/api/_live"})
 MIN_TOKEN_LENGTH = 32  # a generated token (secrets.token_urlsafe(32)) has 43
@@ -23,8 +24,8 @@ _TOKEN = r"[A-Za-z0-9\-._~+/]+=*"  # RFC 6750 b64token
 _TOKEN_RE = re.compile(_TOKEN)
 _AUTHORIZATION_RE = re.compile(rb"Bearer (" + _TOKEN.encode() + rb")")
 
-_UNAUTHORIZED = (b'{"error":{"code":"unauthorized","message":"send Authorization: Bearer <token>; the token '
-                 b'is in the data directory (file token) or the api_token setting"}}')
+_UNAUTHORIZED = problem_bytes(401, "unauthorized", "send Authorization: Bearer <token>; the token is in the data "
+                              "directory (file token) or the api_token setting")
 
 
 def checked_token(token: str, source: str, fix: str) -> str:
@@ -73,7 +74,7 @@ def token_guard(token: str) -> Any:
                 await app(scope, receive, send)
                 return
             await send({"type": "http.response.start", "status": 401,
-                        "headers": [(b"content-type", b"application/json"),
+                        "headers": [(b"content-type", PROBLEM_CONTENT_TYPE.encode()),
                                     (b"www-authenticate", b'Bearer realm="kumiho-ce"')]})
             await send({"type": "http.response.body", "body": _UNAUTHORIZED})
 

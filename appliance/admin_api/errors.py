@@ -1,11 +1,18 @@
-"""One map from the domain's errors to HTTP responses; nothing leaks a stack trace."""
+"""One map from every error a route can raise to an RFC 9457 problem response; nothing leaks a stack trace.
+
+Domain errors (``appliance.errors``) keep their code and the field they name. Litestar's own refusals (a query
+parameter of the wrong type, an unknown path, a method the path does not take) are rewritten in the same
+words: the field at fault and how to fix it. Anything else is a 500 whose detail points at the log.
+"""
 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from litestar import Request, Response
-from litestar.exceptions import HTTPException
+from litestar.exceptions import HTTPException, ValidationException
+from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 
 from appliance.errors import (
     AlreadyExists,
@@ -15,6 +22,7 @@ from appliance.errors import (
     NotFound,
     Unavailable,
 )
+from appliance.server.problems import PROBLEM_CONTENT_TYPE, problem
 
 log = logging.getLogger(__name__)
 
@@ -25,28 +33,65 @@ _STATUS: tuple[tuple[type[KumihoError], int], ...] = (
     (Conflict, 409),
     (Unavailable, 503),
 )
+_HTTP_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
+               405: "method_not_allowed", 409: "conflict", 413: "payload_too_large", 415: "unsupported_media_type",
+               503: "unavailable"}
 
 
 def status_of(exc: KumihoError) -> int:
     return next((status for kind, status in _STATUS if isinstance(exc, kind)), 500)
 
 
-def kumiho_error(_: Request, exc: KumihoError) -> Response:
+def problem_response(request: Request[Any, Any, Any], status: int, code: str, detail: str, *,
+                     field: str | None = None, headers: dict[str, str] | None = None,
+                     **extra: Any) -> Response[dict[str, Any]]:
+    return Response(problem(status, code, detail, field=field, instance=request.url.path, **extra),
+                    status_code=status, media_type=PROBLEM_CONTENT_TYPE, headers=headers)
+
+
+def kumiho_error(request: Request[Any, Any, Any], exc: KumihoError) -> Response[dict[str, Any]]:
     status = status_of(exc)
+    if status == 500:  # a storage or configuration failure: its message is not for the client
+        return unexpected_error(request, exc)
     retry = {"Retry-After": "5"} if status == 503 else None  # Unavailable is brief (an index repair)
-    return Response({"error": exc.to_dict()}, status_code=status, headers=retry)
+    extra = {k: v for k, v in exc.to_dict().items() if k not in ("code", "message", "field")}  # e.g. candidates
+    return problem_response(request, status, exc.code, exc.message, field=exc.field, headers=retry, **extra)
 
 
-def http_error(_: Request, exc: HTTPException) -> Response:
-    code = "unauthorized" if exc.status_code == 401 else "http_error"
-    return Response({"error": {"code": code, "message": exc.detail}}, status_code=exc.status_code,
-                    headers=exc.headers)
+def validation_error(request: Request[Any, Any, Any], exc: ValidationException) -> Response[dict[str, Any]]:
+    """A parameter or body Litestar could not parse: name the first field at fault and what it expects."""
+    first = exc.extra[0] if isinstance(exc.extra, list) and exc.extra else None
+    if isinstance(first, dict) and first.get("key"):
+        field = str(first["key"])
+        where = {"query": "query parameter", "path": "path parameter", "header": "header",
+                 "body": "body field"}.get(str(first.get("source") or ""), "field")
+        message = str(first.get("message") or "is not valid")
+        detail = f"{field}: {message.rstrip('.')} (the {where} {field}); fix it and send the request again"
+    else:
+        field = None
+        detail = "the request body is not valid JSON of the documented shape; see /api/schema"
+    return problem_response(request, 400, "invalid_argument", detail, field=field)
 
 
-def unexpected_error(request: Request, exc: Exception) -> Response:
-    log.exception("unexpected error on %s %s", request.method, request.url.path)
-    return Response({"error": {"code": "internal", "message": "internal error; see the appliance log"}},
-                    status_code=500)
+def http_error(request: Request[Any, Any, Any], exc: HTTPException) -> Response[dict[str, Any]]:
+    status = exc.status_code
+    if status >= 500:
+        return unexpected_error(request, exc)
+    code = _HTTP_CODES.get(status, "bad_request")
+    if status == 404:
+        detail = f"there is no endpoint {request.url.path}; the API is described at /api/schema"
+    elif status == 405:
+        detail = f"{request.url.path} does not take {request.method}; the API is described at /api/schema"
+    else:
+        detail = str(exc.detail)
+    return problem_response(request, status, code, detail, headers=exc.headers)
 
 
-HANDLERS = {KumihoError: kumiho_error, HTTPException: http_error, Exception: unexpected_error}
+def unexpected_error(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
+    log.error("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
+    return problem_response(request, HTTP_500_INTERNAL_SERVER_ERROR, "internal",
+                            "internal error; see the appliance log")
+
+
+HANDLERS = {KumihoError: kumiho_error, ValidationException: validation_error, HTTPException: http_error,
+            Exception: unexpected_error}

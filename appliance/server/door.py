@@ -15,7 +15,7 @@ whose name is re-pointed at this machine (DNS rebinding) sends them with its own
   is an ASGI mount, which Litestar's own body limit does not cover): ``bounded_body``, placed inside the
   token check so that only a client with the token can make the appliance buffer a body.
 
-Every refusal is JSON in the project's error shape ``{"error": {"code", "message"}}``.
+Every refusal is an RFC 9457 problem response (``appliance.server.problems``).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from appliance.config import Settings
+from appliance.server.problems import PROBLEM_CONTENT_TYPE, problem_bytes
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
@@ -205,9 +206,10 @@ async def _preflight(send: Send, origin: bytes) -> None:
 
 
 async def _refuse(send: Send, refusal: Refusal) -> None:
-    body = json.dumps({"error": {"code": refusal.code, "message": refusal.message}}).encode()
+    body = problem_bytes(refusal.status, refusal.code, refusal.message)
     await send({"type": "http.response.start", "status": refusal.status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+                "headers": [(b"content-type", PROBLEM_CONTENT_TYPE.encode()),
+                            (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
 
 

@@ -22,6 +22,8 @@ import logging
 import socket
 from collections.abc import Callable
 
+from appliance.server.problems import problem_bytes
+
 log = logging.getLogger(__name__)
 
 H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
@@ -36,9 +38,9 @@ _DECIDE = len(b"PRI ")  # no HTTP/1 request line starts with "PRI " (RFC 9113 §
 FIRST_BYTES_TIMEOUT = 10.0
 
 
-_BUSY_BODY = (b'{"error":{"code":"overloaded","message":"too many open connections (the http.max_connections '
-              b'setting); try again shortly"}}')
-BUSY = (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nconnection: close\r\n"
+_BUSY_BODY = problem_bytes(503, "overloaded", "too many open connections (the http.max_connections setting); try "
+                           "again shortly")
+BUSY = (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/problem+json\r\nconnection: close\r\n"
         b"retry-after: 1\r\ncontent-length: %d\r\n\r\n" % len(_BUSY_BODY)) + _BUSY_BODY
 
 

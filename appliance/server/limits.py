@@ -2,7 +2,7 @@
 and deadlines for receiving its headers and its body.
 
 Without them a client holds a connection for ever by sending its headers one byte at a time (slowloris), or
-makes the parser buffer a header of any size. Each refusal answers JSON in the project's error shape, with
+makes the parser buffer a header of any size. Each refusal answers an RFC 9457 problem, with
 ``connection: close``, and closes the connection:
 
 * headers (request line included) beyond ``max_header_bytes`` → 431, checked before the bytes are parsed;
@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import http
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from appliance.config import HttpSettings
+from appliance.server.problems import PROBLEM_CONTENT_TYPE, problem_bytes
 
 _END_OF_HEADERS = b"\r\n\r\n"
 
@@ -38,9 +38,9 @@ class ConnectionLimits:
 
 
 def error_response(status: int, code: str, message: str) -> bytes:
-    """A complete HTTP/1.1 answer that closes the connection, with a JSON error body."""
-    body = json.dumps({"error": {"code": code, "message": message}}).encode()
-    return (f"HTTP/1.1 {status} {http.HTTPStatus(status).phrase}\r\ncontent-type: application/json\r\n"
+    """A complete HTTP/1.1 answer that closes the connection, with a problem body."""
+    body = problem_bytes(status, code, message)
+    return (f"HTTP/1.1 {status} {http.HTTPStatus(status).phrase}\r\ncontent-type: {PROBLEM_CONTENT_TYPE}\r\n"
             f"content-length: {len(body)}\r\nconnection: close\r\n\r\n").encode() + body
 
 

@@ -15,6 +15,7 @@ import pytest
 
 from tests.appliance_process import Running, cli_env, kumiho_ce, serve
 from tests.mcp_api.clients import call, in_http_session
+from tests.problems import problem
 from tests.search.damage import delete_a_data_file, delete_every_data_file, truncate_latest_manifest
 
 MEMORIES = {  # title → text; each found by a query on its own words
@@ -127,7 +128,7 @@ def test_a_data_file_deleted_under_a_running_appliance_is_repaired_without_a_res
             assert answer.status_code in (200, 503), answer.text
             assert not any(word in answer.text for word in INTERNAL), answer.text
             if answer.status_code == 503:
-                assert "try again shortly" in answer.json()["error"]["message"]
+                assert "try again shortly" in problem(answer)["message"]
         assert added["Parking"] in found_items(app, "visitors park east garage")  # the new write is there
         assert_every_memory_found(app, {t: k for t, k in stored.items() if t != "Favourite tea"})
     assert len(damaged_copies(data)) == 1

@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from tests.appliance_process import Running, serve
+from tests.problems import problem
 
 # Every kind of route: health, search, jobs, the model, the schema, the MCP mount, no route at all.
 ROUTES = [("GET", "/api/_live"), ("GET", "/api/_ready"), ("GET", "/api/v1/search?q=password"),
@@ -43,7 +44,7 @@ def _port(app: Running) -> str:
 def test_a_rebound_name_is_refused_on_every_route(app: Running, method: str, path: str) -> None:
     answer = _request(app, method, path, host=f"evil.example:{_port(app)}")
     assert answer.status_code == 421, answer.text
-    error = answer.json()["error"]
+    error = problem(answer)
     assert error["code"] == "forbidden_host" and "http.allowed_hosts" in error["message"]
     assert "access-control-allow-origin" not in answer.headers
 
@@ -52,7 +53,7 @@ def test_a_rebound_name_is_refused_on_every_route(app: Running, method: str, pat
 def test_another_page_is_refused_on_every_route_before_any_handler(app: Running, method: str, path: str) -> None:
     answer = _request(app, method, path, origin="http://evil.example")
     assert answer.status_code == 403, answer.text  # the cancel handler would have said 404 for this job
-    error = answer.json()["error"]
+    error = problem(answer)
     assert error["code"] == "forbidden_origin" and "http.cors_origins" in error["message"]
     assert "access-control-allow-origin" not in answer.headers
     assert _request(app, method, path, origin="null").status_code == 403  # sandboxed frames, file:// pages
@@ -92,15 +93,16 @@ def test_a_body_over_the_limit_never_reaches_a_handler(app: Running, path: str) 
     big = json.dumps({**MCP_LIST, "params": {"padding": "x" * 8192}}).encode()
     sized = httpx.post(app.base_url + path, content=big, headers=MCP_HEADERS)
     assert sized.status_code == 413
-    assert sized.json()["error"] == {"code": "payload_too_large", "message": (
-        "the request body is larger than 4096 bytes (the http.max_body_bytes setting); send less per request")}
+    error = problem(sized)
+    assert (error["code"], error["detail"]) == ("payload_too_large", (
+        "the request body is larger than 4096 bytes (the http.max_body_bytes setting); send less per request"))
 
     def chunks() -> Iterator[bytes]:  # no Content-Length: the door counts what arrives
         for start in range(0, len(big), 1024):
             yield big[start:start + 1024]
 
     chunked = httpx.post(app.base_url + path, content=chunks(), headers=MCP_HEADERS)
-    assert chunked.status_code == 413 and chunked.json()["error"]["code"] == "payload_too_large"
+    assert chunked.status_code == 413 and problem(chunked)["code"] == "payload_too_large"
     assert _request(app, "POST", "/mcp").status_code == 200  # within the limit, as before
 
 
@@ -130,4 +132,4 @@ def test_query_parameters_out_of_bounds_answer_400_naming_them(app: Running) -> 
     for query in ("limit=%C2%B2", "limit=0", "limit=101", "min_score=nan", "min_score=2"):
         answer = httpx.get(f"{app.base_url}/api/v1/search?q=x&{query}")
         assert answer.status_code == 400, (query, answer.text)
-        assert query.split("=")[0] in answer.json()["error"]["message"], answer.text
+        assert query.split("=")[0] in problem(answer)["message"], answer.text

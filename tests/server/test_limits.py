@@ -15,6 +15,7 @@ import pytest
 
 from appliance.server.front import H2_GOAWAY, H2_PREFACE
 from tests.appliance_process import Running, serve
+from tests.problems import problem_of
 
 CONNECTIONS = 50
 
@@ -58,7 +59,9 @@ def _live(app: Running) -> bool:
 
 def _json_error(answer: bytes) -> tuple[int, dict[str, str]]:
     head, _, body = answer.partition(b"\r\n\r\n")
-    return int(head.split(b" ", 2)[1]), json.loads(body)["error"]
+    assert b"content-type: application/problem+json" in head.lower(), head
+    status = int(head.split(b" ", 2)[1])
+    return status, problem_of(status, body)
 
 
 def test_clients_trickling_their_headers_are_closed_after_the_header_timeout(app: Running) -> None:
