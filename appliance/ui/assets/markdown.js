@@ -32,6 +32,14 @@ export function renderMarkdown(source) {
   const root = h("div", { class: "markdown" });
   const lines = String(source).replace(/\r\n?/g, "\n").split("\n");
   let i = 0;
+  if (lines[0] === "---") { // front matter (the memory's title, type, summary): shown as it is, folded
+    const end = lines.indexOf("---", 1);
+    if (end > 0) {
+      root.append(h("details", { class: "front-matter" }, h("summary", {}, "Front matter"),
+        h("pre", {}, lines.slice(1, end).join("\n"))));
+      i = end + 1;
+    }
+  }
   while (i < lines.length) {
     const line = lines[i];
     if (!line.trim()) { i += 1; continue; }

@@ -45,6 +45,56 @@ function ready(data) {
     search.sync_error ? [h("dt", {}, "Index error"), h("dd", {}, String(search.sync_error))] : null);
 }
 
+function bytes(n) {
+  if (typeof n !== "number") return "—";
+  const units = ["B", "KB", "MB", "GB", "TB"];
+  let value = n;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) { value /= 1024; unit += 1; }
+  return `${value.toFixed(unit ? 1 : 0)} ${units[unit]}`;
+}
+
+function countTable(caption, rows, key) {
+  if (!Array.isArray(rows) || !rows.length) return null;
+  return h("table", { class: "compact" }, h("caption", {}, caption),
+    h("thead", {}, h("tr", {}, [key.replace("_", " "), "items", "deprecated"].map((c) => h("th", { scope: "col" }, c)))),
+    h("tbody", {}, rows.slice(0, 15).map((row) => h("tr", {},
+      h("td", {}, [row.project !== row[key] && key !== "project" ? row.project : null, row[key]].filter(Boolean).join(" · ")),
+      h("td", {}, String(row.items ?? "")), h("td", {}, String(row.deprecated_items ?? ""))))));
+}
+
+// GET /api/v1/stats: totals, the index's lag, disk use, and counts per project, kind and memory type. Unknown
+// fields (a newer appliance) still show, as a list.
+function stats(data) {
+  const known = new Set(["totals", "index", "disk", "projects", "spaces", "spaces_truncated", "kinds", "memory_types"]);
+  const rest = Object.fromEntries(Object.entries(data).filter(([k]) => !known.has(k)));
+  const index = data.index || {};
+  const disk = data.disk || {};
+  return h("div", { class: "stats" },
+    data.totals ? h("dl", { class: "kv totals" }, Object.entries(data.totals).map(([k, v]) => [
+      h("dt", {}, k.replace(/_/g, " ")), h("dd", {}, String(v))])) : null,
+    data.index ? h("p", {}, "Index: ", badge(index.state), ` ${index.pending_rows ?? 0} writes waiting`,
+      index.seconds_behind ? `, ${index.seconds_behind} s behind` : "", index.sync_error ? ` — ${index.sync_error}` : "") : null,
+    data.disk ? h("p", {}, `Disk: ${bytes(disk.total_bytes)} (graph ${bytes(disk.graph_bytes)}, index ${bytes(disk.index_bytes)}, `
+      + `artifacts ${bytes(disk.artifacts_bytes)})`) : null,
+    h("div", { class: "count-tables" }, countTable("Projects", data.projects, "project"),
+      countTable("Kinds", data.kinds, "kind"), countTable("Memory types", data.memory_types, "memory_type"),
+      countTable("Spaces", data.spaces, "space")),
+    Object.keys(rest).length ? valueView(rest) : null);
+}
+
+function model(data) {
+  const chat = data.chat || {};
+  return h("div", {},
+    h("p", {}, "Chat model: ", badge(chat.available ? "ok" : chat.state), chat.model_id ? ` ${chat.model_id}` : ""),
+    chat.reason ? h("p", { class: "muted" }, String(chat.reason)) : null,
+    h("dl", { class: "kv" },
+      h("dt", {}, "Calls"), h("dd", {}, String(chat.calls ?? "—")),
+      h("dt", {}, "Next Dream State"), h("dd", {}, when(data.next_dream_state) || "—"),
+      h("dt", {}, "Idle consolidation"), h("dd", {}, data.idle_consolidation_minutes != null
+        ? `after ${data.idle_consolidation_minutes} min` : "—")));
+}
+
 function jobs(data) {
   const list = Array.isArray(data) ? data : data.jobs || [];
   if (!list.length) return h("p", { class: "muted" }, "No background jobs.");
@@ -76,8 +126,8 @@ export async function dashboardView(root) {
   const refresh = () => Promise.all([
     fill(healthBody, "Health", () => api("/api/_health"), health),
     fill(readyBody, "Index", () => api("/api/_ready"), ready),
-    fill(statsBody, "Counts", () => api("/api/v1/stats"), (data) => valueView(data)),
-    fill(modelBody, "Model", () => apiFirst(["/api/v1/model", "/api/model"]), (data) => valueView(data)),
+    fill(statsBody, "Counts", () => api("/api/v1/stats"), stats),
+    fill(modelBody, "Model", () => apiFirst(["/api/v1/model", "/api/model"]), model),
     fill(jobsBody, "Jobs", () => apiFirst(["/api/v1/jobs", "/api/jobs"]), jobs),
   ]);
   await refresh();

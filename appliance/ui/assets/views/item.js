@@ -16,6 +16,7 @@ function refEntry(entry) {
   const label = entry.title || entry.name || kref;
   return h("li", {}, kref ? krefLink(kref, label) : label,
     entry.title && kref ? h("span", { class: "muted small" }, ` ${kref}`) : null,
+    entry.depth > 1 ? h("span", { class: "muted small" }, ` (${entry.depth} steps away)`) : null,
     Array.isArray(entry.chain) ? h("ol", {}, entry.chain.map(refEntry)) : null);
 }
 
@@ -107,13 +108,14 @@ export async function itemView(root, params) {
     h("div", { class: "actions" }, toggle, status),
     h("div", { class: "columns" },
       h("div", {},
-        meta.summary ? section("Summary", "sec-summary", h("p", {}, String(meta.summary))) : null,
+        meta.summary ? section("Summary", "sec-summary", renderMarkdown(String(meta.summary))) : null,
         section("Artifacts", "sec-artifacts", artifacts.length ? artifacts.map((artifact) => h("article", { class: "artifact" },
           h("h3", {}, artifact.name || artifact.kref),
           h("p", { class: "muted small" }, artifact.location || ""),
           typeof artifact.text === "string" ? renderMarkdown(artifact.text)
             : h("p", { class: "muted" }, "No text stored for this artifact."),
-          artifact.text_truncated ? h("p", { class: "muted" }, "… the text is longer; only its beginning is shown.") : null))
+          artifact.text_truncated ? h("p", { class: "muted" }, "… the text is longer; only its beginning is shown.") : null,
+          artifact.text_note ? h("p", { class: "muted" }, String(artifact.text_note)) : null))
           : h("p", { class: "muted" }, "No artifacts.")),
         section("Provenance", "sec-provenance",
           h("h3", {}, "Derived from"), refList(provenance.derived_from, "Not derived from other memories."),
@@ -132,7 +134,8 @@ export async function itemView(root, params) {
             h("td", {}, r.kref === revision.kref ? h("span", { class: "muted" }, "shown")
               : krefLink(r.kref, `open r${r.number}`))))))),
         section("Tags", "sec-tags", (data.tags || []).length
-          ? h("ul", { class: "tags" }, data.tags.map((t) => h("li", { class: "badge" }, typeof t === "string" ? t : t.name || JSON.stringify(t))))
+          ? h("ul", { class: "tags" }, data.tags.map((t) => h("li", { class: "badge" },
+            typeof t === "string" ? t : t.tag || t.name || JSON.stringify(t))))
           : h("p", { class: "muted" }, "No tags.")),
         section("Metadata", "sec-metadata", valueView(meta)))));
 }
