@@ -6,9 +6,11 @@
 import { api } from "../api.js";
 import { clear, failure, h, krefLink, when } from "../dom.js";
 
-const RENDER_CAP = 10000; // the API's own maximum
+const RENDER_CAP = 10000; // memories drawn at most: the API's own maximum
+const SPACE_CAP = 1000;
 const LARGE = 3000; // from here on: dots, no arrows, no dragging, a faster cooling simulation
 const LIBRARY = "/ui/vendor/force-graph/force-graph.min.js";
+const STRUCTURE = new Set(["BELONGS_TO", "CHILD_OF"]); // item → space, space → parent: laid out, not drawn when large
 const PALETTE = ["#2563eb", "#d97706", "#059669", "#dc2626", "#7c3aed", "#0891b2", "#be185d", "#4d7c0f", "#92400e"];
 
 let loading = null;
@@ -51,12 +53,14 @@ export async function graphView(root, params) {
   const find = h("input", { id: "graph-find", type: "search", maxlength: 200, placeholder: "a memory's name" });
   const findForm = h("form", { class: "inline-form", role: "search", "aria-label": "Find a node" },
     h("label", { for: "graph-find" }, "Find in graph"), find, h("button", { type: "submit" }, "Find"));
-  const summary = h("p", { role: "status", id: "graph-summary" }, "Loading the graph…");
+  const summary = h("div", { role: "status", id: "graph-summary" }, "Loading the graph…");
   const canvasBox = h("div", { id: "graph-canvas", class: "graph-canvas", dataset: { engine: "idle" } });
   const details = h("aside", { class: "graph-details", "aria-label": "Selected node", "aria-live": "polite" },
     h("p", { class: "muted" }, "Point at or click a node, or find one by name."));
+  const legend = h("ul", { class: "legend", "aria-label": "Colours by kind" });
   root.append(h("h1", {}, "Memory graph"), form,
-    h("div", { class: "graph-layout" }, h("div", {}, findForm, canvasBox), details), summary);
+    h("div", { class: "graph-layout" }, h("div", {}, h("div", { class: "graph-bar" }, findForm, summary), canvasBox),
+      h("div", { class: "graph-side" }, legend, details)));
 
   form.addEventListener("submit", (event) => {
     event.preventDefault();
@@ -90,15 +94,23 @@ export async function graphView(root, params) {
     return leave;
   }
 
-  const nodes = (data.nodes || []).slice(0, RENDER_CAP).map((n) => ({ ...n }));
+  // at most RENDER_CAP memories (and the spaces they sit in, up to SPACE_CAP), whatever the appliance sent
+  const all = data.nodes || [];
+  const spaces = all.filter((n) => n.kind === "space").slice(0, SPACE_CAP);
+  const memories = all.filter((n) => n.kind !== "space").slice(0, RENDER_CAP);
+  const nodes = [...spaces, ...memories].map((n) => ({ ...n }));
   const ids = new Set(nodes.map((n) => n.id));
   const links = (data.edges || []).filter((e) => ids.has(e.source) && ids.has(e.target) && e.source !== e.target)
     .map((e) => ({ source: e.source, target: e.target, edge_type: e.edge_type }));
   const large = nodes.length >= LARGE;
   const colours = new Map();
-  const total = data.total_nodes ?? nodes.length;
-  const how = data.truncated ? ` (the appliance ${data.sampling || data.method || "sampled"} them from ${total})` : "";
-  summary.textContent = `${nodes.length} nodes and ${links.length} edges drawn${how}.`;
+  const dropped = all.length - nodes.length;
+  const sampled = data.truncated
+    ? ` of ${data.total_nodes} (the appliance chose them: ${(data.sampling && data.sampling.method || "sampled").replace(/_/g, " ")})`
+    : "";
+  summary.textContent = `${memories.length} memories${sampled}, ${spaces.length} spaces and ${links.length} links drawn`
+    + (dropped > 0 ? `; ${dropped} more not drawn (the console draws at most ${RENDER_CAP}).` : ".");
+  canvasBox.dataset.memories = String(memories.length);
   canvasBox.dataset.nodes = String(nodes.length);
   canvasBox.dataset.links = String(links.length);
 
@@ -127,9 +139,13 @@ export async function graphView(root, params) {
     .nodeRelSize(large ? 2 : 4)
     .nodeVal((n) => (n.kind === "space" ? 3 : 1))
     .linkColor(() => (large ? "rgba(100,116,139,0.15)" : "rgba(100,116,139,0.45)"))
+    .linkVisibility((l) => !large || !STRUCTURE.has(l.edge_type))
     .linkDirectionalArrowLength(large ? 0 : 3)
     .linkDirectionalArrowRelPos(1)
     .enableNodeDrag(!large)
+    // pointing at a node paints a hidden canvas of every node and link on each frame: for a large graph that
+    // doubles the cost of each tick, so it waits until the layout has stopped
+    .enablePointerInteraction(!large)
     .autoPauseRedraw(true)
     .d3AlphaDecay(large ? 0.06 : 0.0228)
     .d3VelocityDecay(large ? 0.5 : 0.4)
@@ -138,6 +154,10 @@ export async function graphView(root, params) {
     .cooldownTime(large ? 8000 : 15000) // …or this many milliseconds, whichever comes first
     .onEngineTick(() => { ticks += 1; })
     .onEngineStop(() => {
+      if (graph) {
+        if (large) graph.enablePointerInteraction(true);
+        graph.zoomToFit(300, 20);
+      }
       canvasBox.dataset.engine = "stopped";
       canvasBox.dataset.ticks = String(ticks);
       canvasBox.dataset.layoutMs = String(Math.round(performance.now() - started));
@@ -146,6 +166,7 @@ export async function graphView(root, params) {
     .onNodeClick((node) => { pinned = node; show(node, true); })
     .onBackgroundClick(() => { pinned = null; show(null); });
   if (large) {
+    graph.d3Force("charge").theta(1.5).distanceMax(300); // a coarser many-body estimate: cheaper ticks
     graph.nodeCanvasObject((node, ctx) => {
       ctx.fillStyle = colourOf(node.kind, colours);
       ctx.fillRect(node.x - 1.5, node.y - 1.5, 3, 3);
@@ -155,10 +176,8 @@ export async function graphView(root, params) {
     });
   }
   canvasBox.dataset.engine = "running";
-  const legend = h("ul", { class: "legend", "aria-label": "Colours by kind" });
   const kinds = [...new Set(nodes.map((n) => n.kind))].slice(0, 12);
   for (const k of kinds) legend.append(h("li", {}, h("span", { class: "swatch", dataset: { kind: k } }), k));
-  details.after(legend);
   for (const swatch of legend.querySelectorAll(".swatch")) swatch.style.background = colourOf(swatch.dataset.kind, colours);
 
   findForm.addEventListener("submit", (event) => {
