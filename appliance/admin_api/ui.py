@@ -33,6 +33,19 @@ SECURITY_HEADERS = [
 ]
 
 
+PUBLIC_PAGES = frozenset({"/", "/ui", "/ui/", "/api/docs"})
+PUBLIC_PREFIXES = ("/ui/assets/", "/ui/vendor/")
+
+
+def public_page(method: str, path: str) -> bool:
+    """Whether a request is for the UI's shell: the pages, scripts and style sheets of this package, which hold no
+    data. They load without the token because a browser cannot send one when it opens a page; every API call the
+    pages make carries it (the console asks for it on the first 401)."""
+    if method not in ("GET", "HEAD") or "/." in path or "//" in path or "\\" in path:
+        return False
+    return path in PUBLIC_PAGES or path.startswith(PUBLIC_PREFIXES)
+
+
 @cache
 def _page(name: str) -> bytes:
     return (UI_ROOT / name).read_bytes()

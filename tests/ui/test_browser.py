@@ -236,7 +236,7 @@ def test_a_token_appliance_asks_for_the_token_once_and_sends_it_as_a_bearer_head
             p.goto(running.base_url + "/#/dashboard")
             dialog = p.locator("#token-dialog")
             dialog.wait_for(state="visible", timeout=WAIT_MS)
-            p.get_by_label("Token").fill(token)
+            p.get_by_label("Token", exact=True).fill(token)
             p.keyboard.press("Enter")
             p.locator("#index dd[data-testid=index-lag]").wait_for(timeout=WAIT_MS)
             assert dialog.is_hidden()

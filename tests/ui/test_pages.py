@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from appliance.admin_api.ui import CONTENT_SECURITY_POLICY, UI_ROOT
+from appliance.admin_api.ui import CONTENT_SECURITY_POLICY, UI_ROOT, public_page
 from tests.inprocess import InProcess, serve_in_process
 
 PAGES = ("/", "/api/docs")
@@ -157,3 +157,16 @@ def test_the_docs_page_starts_swagger_on_the_served_schema() -> None:
     script = (UI_ROOT / "assets" / "docs.js").read_text()
     assert '"/api/schema/openapi.json"' in script and "validatorUrl: null" in script
     assert Path(UI_ROOT / "vendor" / "swagger-ui-dist" / "swagger-ui-bundle.js").stat().st_size > 1_000_000
+
+
+def test_only_the_ui_shell_loads_without_the_token(tmp_path: Path) -> None:
+    """Beyond loopback every request needs the token, but a browser opening the console cannot send one: the
+    pages and their assets (no data in them) load without it; the API calls they make do not."""
+    with serve_in_process(tmp_path / "data", None, host="0.0.0.0") as guarded:  # the guard on; served on loopback
+        for path in ("/", "/api/docs", "/ui/assets/app.js", "/ui/vendor/force-graph/force-graph.min.js"):
+            assert httpx.get(guarded.base_url + path, timeout=10).status_code == 200, path
+        for method, path in (("GET", "/api/v1/search?q=tea"), ("GET", "/api/schema/openapi.json"), ("POST", "/"),
+                             ("GET", "/ui/assets/../../api/_ready"), ("GET", "//api/_ready")):
+            response = httpx.request(method, guarded.base_url + path, timeout=10)
+            assert response.status_code == 401, (method, path, response.status_code)
+    assert not public_page("DELETE", "/ui/assets/app.js") and not public_page("GET", "/ui/assets/.hidden")
