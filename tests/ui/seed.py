@@ -47,9 +47,10 @@ def seed_through_mcp(base_url: str) -> Seeded:
                             space_path="ops", memory_type="fact", tags=["backup"])
         derived = await call(session, "kumiho_memory_store", user_text=DERIVED_TEXT, title="Backup policy summary",
                              space_path="ops", memory_type="summary",
-                             source_revision_krefs=[source["revision_kref"]])
+                             source_revision_krefs=[source["revision_kref"]], stack_revisions=False)
         other = await call(session, "kumiho_memory_store", user_text="Alex drinks oolong tea every afternoon.",
-                           title="Favourite tea", space_path="preferences", memory_type="preference")
+                           title="Favourite tea", space_path="preferences", memory_type="preference",
+                           stack_revisions=False)
         return Seeded(source, derived, other)
 
     return mcp_steps(base_url, steps)  # type: ignore[no-any-return]

@@ -204,7 +204,8 @@ def test_the_keyboard_reaches_everything_and_the_focus_is_visible(page: Watched,
     running, _ = appliance
     p: Any = page.page
     p.goto(running.base_url + "/#/memories")
-    p.locator("h1", has_text="Memories").wait_for(timeout=WAIT_MS)
+    # the view has loaded when the console has moved the focus to its heading
+    p.wait_for_function("() => document.activeElement && document.activeElement.tagName === 'H1'", timeout=WAIT_MS)
     focused = """() => { const el = document.activeElement;
         return {text: (el.labels && el.labels[0] ? el.labels[0].textContent : el.textContent).trim(),
                 outline: getComputedStyle(el).outlineStyle}; }"""

@@ -25,6 +25,13 @@ function refList(entries, empty) {
   return h("ol", { class: "chain" }, entries.map(refEntry));
 }
 
+// A tag of the item: its name, and the revision it points at ("latest → r2").
+function tagLabel(tag) {
+  if (typeof tag === "string") return tag;
+  const number = /[?&]r=(\d+)/.exec(tag.revision_kref || "");
+  return `${tag.tag || tag.name || "?"}${number ? ` → r${number[1]}` : ""}`;
+}
+
 function edgeRow(edge) {
   return h("li", {}, h("span", { class: "badge" }, edge.edge_type || "edge"), " ",
     krefLink(edge.source_kref || edge.source || ""), " → ", krefLink(edge.target_kref || edge.target || ""),
@@ -134,8 +141,8 @@ export async function itemView(root, params) {
             h("td", {}, r.kref === revision.kref ? h("span", { class: "muted" }, "shown")
               : krefLink(r.kref, `open r${r.number}`))))))),
         section("Tags", "sec-tags", (data.tags || []).length
-          ? h("ul", { class: "tags" }, data.tags.map((t) => h("li", { class: "badge" },
-            typeof t === "string" ? t : t.tag || t.name || JSON.stringify(t))))
+          ? h("ul", { class: "tags" }, data.tags.map((t) => h("li", { class: "badge" }, tagLabel(t))))
           : h("p", { class: "muted" }, "No tags.")),
-        section("Metadata", "sec-metadata", valueView(meta)))));
+        section("Metadata", "sec-metadata", valueView(Object.fromEntries(
+          Object.entries(meta).filter(([key]) => key !== "summary" && key !== "title")))))));
 }
