@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import httpx
 import pytest
@@ -102,6 +103,23 @@ def test_search_finds_a_memory_and_opens_it(page: Watched, appliance: tuple[Runn
     hit.click()
     p.locator("h1", has_text="Backup policy summary").wait_for(timeout=WAIT_MS)
     assert seeded.derived["item_kref"] in p.locator("main").inner_text()
+
+
+def test_browsing_a_project_lists_its_spaces_and_a_space_its_memories(page: Watched,
+                                                                     appliance: tuple[Running, Seeded]) -> None:
+    running, seeded = appliance
+    p: Any = page.page
+    p.goto(running.base_url + "/#/memories")
+    p.locator("#filter-project option[value=CognitiveMemory]").wait_for(state="attached", timeout=WAIT_MS)
+    p.select_option("#filter-project", "CognitiveMemory")
+    space = p.locator(".space-list a", has_text="/CognitiveMemory/ops")
+    space.wait_for(timeout=WAIT_MS)
+    space.click()
+    listed = p.locator(".result-list .result a")
+    listed.first.wait_for(timeout=WAIT_MS)
+    assert {seeded.source["item_kref"], seeded.derived["item_kref"]} <= {
+        unquote(link.get_attribute("href").split("kref=", 1)[1]) for link in listed.all()}
+    assert p.locator("#filter-space").input_value() == "/CognitiveMemory/ops"
 
 
 def test_a_memory_shows_its_provenance_revisions_tags_and_its_text_rendered_safely(

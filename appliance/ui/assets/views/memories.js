@@ -98,6 +98,7 @@ export async function memoriesView(root, params) {
       offset: 0 });
   });
 
+  const finish = () => results.setAttribute("aria-busy", "false");
   try {
     if (state.q) {
       const found = await api("/api/v1/search", { query: {
@@ -115,6 +116,11 @@ export async function memoriesView(root, params) {
           space_path: spacePathQuery, kind_filter: state.kind || undefined,
           include_deprecated: state.deprecated || undefined, limit: PAGE, offset: state.offset || undefined } });
         const items = listOf(page, "items");
+        if (!state.space && !state.offset && spaces.length) { // a project's memories live in its spaces
+          results.append(h("h2", {}, "Spaces"), h("ul", { class: "space-list" }, spaces.map((path) => h("li", {},
+            h("a", { href: `#/memories?${new URLSearchParams({ project: state.project, space: path })}` }, path)))));
+          if (!items.length) return finish();
+        }
         results.append(h("p", { role: "status" }, items.length
           ? `Memories ${state.offset + 1}–${state.offset + items.length} in ${spacePathQuery}` : `No memories in ${spacePathQuery}`),
         h("ol", { class: "result-list" }, items.map((item) => resultRow({ ...item, title: item.item_name || item.name }))),
@@ -126,5 +132,5 @@ export async function memoriesView(root, params) {
   } catch (error) {
     results.append(failure(state.q ? "Search" : "Item list", error));
   }
-  results.setAttribute("aria-busy", "false");
+  finish();
 }
