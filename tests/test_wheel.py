@@ -106,6 +106,22 @@ def test_every_data_file_of_the_source_tree_is_in_the_wheel(installed: Installed
     assert _data_files(installed.package) == source  # installed, byte for byte
 
 
+UI_FILES = ("ui/index.html", "ui/docs.html", "ui/assets/app.js", "ui/assets/api.js", "ui/assets/style.css",
+            "ui/assets/docs.js", "ui/assets/views/graph.js", "ui/vendor/VENDORED.md",
+            "ui/vendor/swagger-ui-dist/swagger-ui-bundle.js", "ui/vendor/swagger-ui-dist/swagger-ui.css",
+            "ui/vendor/swagger-ui-dist/LICENSE", "ui/vendor/swagger-ui-dist/NOTICE",
+            "ui/vendor/force-graph/force-graph.min.js", "ui/vendor/force-graph/LICENSE",
+            "ui/vendor/force-graph/THIRD-PARTY-LICENSES.txt")
+
+
+def test_the_web_ui_and_its_vendored_libraries_are_in_the_wheel(installed: Installed) -> None:
+    with zipfile.ZipFile(installed.wheel) as wheel:
+        packed = set(wheel.namelist())
+    assert [name for name in UI_FILES if f"appliance/{name}" not in packed] == []
+    for name in UI_FILES:  # installed, byte for byte: the pages and the libraries run offline from here
+        assert (installed.package / name).read_bytes() == (SOURCE / name).read_bytes(), name
+
+
 def test_the_installed_wheel_lists_the_tools_and_reads_its_data(installed: Installed) -> None:
     done = installed.run(installed.venv / "bin" / "python", "-c", PROBE)
     assert done.returncode == 0, done.stderr[-3000:]

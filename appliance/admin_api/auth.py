@@ -15,6 +15,7 @@ import hmac
 import re
 from typing import Any
 
+from appliance.admin_api.ui import public_page
 from appliance.config import Settings
 from appliance.datadir import DataDir
 from appliance.errors import ConfigError
@@ -81,7 +82,7 @@ def token_guard(token: str) -> Any:
 
     def middleware(app: ASGIApp) -> ASGIApp:
         async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
-            if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
+            if scope["type"] != "http" or scope["path"] in OPEN_PATHS or public_page(scope["method"], scope["path"]):
                 await app(scope, receive, send)
                 return
             given = presented_tokens(scope["headers"])

@@ -113,7 +113,8 @@ class KumihoRestController(Controller):
     exception_handlers = _REFUSALS
     parameters = MappingProxyType({"x_kumiho_token": HeaderParameter(
         name="X-Kumiho-Token", annotation=str, required=False,
-        description="Kumiho's service token header; accepted (empty too) where the appliance needs no token")})
+        description="Kumiho's service token header; accepted (empty too) where the appliance needs no token. Its "
+                    "length is bounded with all the request's headers by the http.max_header_bytes setting")})
 
     # -- projects ---------------------------------------------------------------------------------------------
     @post("/projects", summary="Create a project (409 when it exists)", sync_to_thread=True)
