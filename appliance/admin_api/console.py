@@ -16,6 +16,7 @@ from litestar.params import JSONBody, QueryParameter
 from appliance.admin_api import console_reads
 from appliance.admin_api import console_shapes as shapes
 from appliance.admin_api.config_view import settings_view
+from appliance.admin_api.errors import field_as_sent
 from appliance.admin_api.params import (
     MAX_KINDS,
     MAX_MEMORY_TYPE,
@@ -24,17 +25,19 @@ from appliance.admin_api.params import (
     MemoryTypes,
     filter_values,
     moment,
+    time_parameter,
     values_parameter,
 )
 from appliance.core import kref as krefs
 from appliance.core import names
-from appliance.errors import InvalidArgument, KumihoError, NotFound
+from appliance.errors import InvalidArgument, NotFound
 from appliance.memory.views import item_view
 from appliance.services.memory_graph import GraphQuery, memory_graph
 
 if TYPE_CHECKING:
     from appliance.app import Services
 
+DEPRECATION_REASON = "deprecation_reason"  # the item metadata key a deprecation's reason is kept under
 GRAPH_DEFAULT = 2000  # memories one graph answer shows unless asked
 GRAPH_MAX = 10_000
 
@@ -62,16 +65,14 @@ class ConsoleController(Controller):
         kind: Annotated[Kinds, values_parameter(MAX_KINDS, names.MAX_SEGMENT, "item kinds")] = (),
         memory_type: Annotated[MemoryTypes, values_parameter(
             MAX_MEMORY_TYPES, MAX_MEMORY_TYPE, "memory types of the latest revision")] = (),
-        since: Annotated[str | None, QueryParameter(
-            description="created at or after this RFC 3339 time", max_length=64)] = None,
-        until: Annotated[str | None, QueryParameter(
-            description="created before this RFC 3339 time", max_length=64)] = None,
+        since: Annotated[str | None, time_parameter("created at or after this RFC 3339 time")] = None,
+        until: Annotated[str | None, time_parameter("created before this RFC 3339 time")] = None,
         limit: Annotated[int, QueryParameter(
             description=f"memories shown at most (newest first); 1..{GRAPH_MAX}", ge=1, le=GRAPH_MAX)] = GRAPH_DEFAULT,
     ) -> Response[shapes.GraphResponse]:
         services = state.services
         project, context = _project_and_space(project, space, services.settings.kumiho.default_project)
-        kinds = filter_values(kind, "kind")
+        kinds = filter_values(kind)
         for value in kinds:
             names.kind(value, "kind")
         start, end = moment(since, "since"), moment(until, "until")
@@ -84,7 +85,7 @@ class ConsoleController(Controller):
             except NotFound as exc:
                 raise NotFound(exc.message, field="space") from None
         found = memory_graph(services.graph, GraphQuery(
-            project, context, kinds, filter_values(memory_type, "memory_type"), since=start, until=end, limit=limit))
+            project, context, kinds, filter_values(memory_type), since=start, until=end, limit=limit))
         sampling = None
         if found.truncated:
             sampling = shapes.Sampling(method="newest_first", detail=(
@@ -111,16 +112,16 @@ class ConsoleController(Controller):
     def restore(self, state: State, data: JSONBody[shapes.RestoreRequest]) -> shapes.ItemView:
         return _set_deprecated(state.services, data.kref, False, None)
 
-    @get("/tags", summary="Tags in use, with how many revisions hold each now", sync_to_thread=True)
+    @get("/tags", summary="Tags in use, with how many revisions hold each now (the 1000 most held)",
+         sync_to_thread=True)
     def tags_in_use(self, state: State, project: Annotated[str | None, QueryParameter(
             description="one project (default: every project)", max_length=256)] = None) -> shapes.TagsResponse:
         graph = state.services.graph
         if project is not None:
             names.project_name(project, "project")
             graph.get_project(project)
-        counts = graph.tag_counts(project or "")
-        return shapes.TagsResponse(project=project, tags=[shapes.TagCount(tag=t, revisions=n)
-                                                          for t, n in sorted(counts.items())])
+        tags, truncated = console_reads.tags_in_use(graph, project or "")
+        return shapes.TagsResponse(project=project, tags=tags, truncated=truncated)
 
     @get("/config", summary="The effective settings, secrets masked", sync_to_thread=False)
     def config(self, state: State) -> shapes.ConfigResponse:
@@ -142,22 +143,20 @@ def _project_and_space(project: str | None, space: str | None, default: str) -> 
 
 
 def _set_deprecated(services: Services, kref: str, deprecated: bool, reason: str | None) -> shapes.ItemView:
-    """Run the typed operations in one transaction: the reason lands with the deprecation or not at all."""
+    """Run the typed operations in one transaction: the reason lands with the deprecation or not at all, and a
+    restore takes the reason away with the deprecation (a restored memory has none)."""
     parsed = krefs.parse(kref, "kref")
     if not parsed.is_item or parsed.revision is not None or parsed.tag or parsed.time or parsed.artifact:
         raise InvalidArgument("kref: name an item (kref://project/space/name.kind), not a revision", field="kref")
 
     def job() -> dict[str, Any]:
-        if reason and reason.strip():
-            services.perform("kumiho_set_metadata", {"kref": kref, "metadata": {"deprecation_reason": reason}},
+        if deprecated and reason and reason.strip():
+            services.perform("kumiho_set_metadata", {"kref": kref, "metadata": {DEPRECATION_REASON: reason}},
                              client=None)
         services.perform("kumiho_deprecate_item", {"item_kref": kref, "deprecated": deprecated}, client=None)
+        if not deprecated:
+            services.graph.delete_attribute(kref, DEPRECATION_REASON)
         return item_view(services.graph.get_item(kref))
 
-    try:
+    with field_as_sent("kref", None, "item_kref", "kref"):
         return shapes.ItemView.model_validate(services.graph.atomic(job))
-    except KumihoError as exc:
-        if exc.field in (None, "item_kref", "kref"):
-            exc.field = "kref"
-            exc.message = exc.message.replace("item_kref", "kref")
-        raise

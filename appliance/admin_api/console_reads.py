@@ -5,17 +5,17 @@ artifact's text. The routes (console.py) stay thin; everything here is a plain f
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from appliance.admin_api import console_shapes as shapes
+from appliance.admin_api.errors import field_as_sent
 from appliance.core import kref as krefs
 from appliance.core.model import Artifact, Revision
 from appliance.datadir import SUBDIRS
-from appliance.errors import InvalidArgument, KumihoError
+from appliance.errors import InvalidArgument
 from appliance.graph import GraphStore
 from appliance.graph.overview import ItemCount
 from appliance.memory import records
@@ -25,7 +25,9 @@ if TYPE_CHECKING:
     from appliance.app import Services
 
 K = TypeVar("K")
-MAX_SPACES = 1000  # spaces one stats answer lists
+N = TypeVar("N", str, tuple[str, str])  # a name: sorted ties
+V = TypeVar("V")
+MAX_LISTED = 1000  # entries one list of counts holds (projects, spaces, kinds, memory types, tags)
 MAX_REVISIONS = 200  # revisions one inspect answer lists (newest first)
 MAX_TAG_SPANS = 500
 MAX_ARTIFACTS = 50
@@ -45,26 +47,43 @@ def stats(services: Services) -> shapes.StatsResponse:
     by_space = _tally(counts, lambda c: (c.space, c.project))
     by_kind = _tally(counts, lambda c: (c.project, c.kind))
     by_type = _tally(counts, lambda c: (c.project, c.memory_type))
-    projects = [shapes.ProjectCount(project=p.name, archived=p.deprecated, items=by_project.get(p.name, (0, 0))[0],
-                                    deprecated_items=by_project.get(p.name, (0, 0))[1],
-                                    revisions=revisions.get(p.name, 0))
-                for p in graph.list_projects(include_deprecated=True)]
+    listed = {p.name: p for p in graph.list_projects(include_deprecated=True)}
+    projects, projects_cut = largest(listed, lambda p: by_project.get(p.name, (0, 0))[0])
+    kinds, kinds_cut = largest(by_kind, lambda tally: tally[0])
+    types, types_cut = largest(by_type, lambda tally: tally[0])
     spaces = sorted(by_space.items())
     return shapes.StatsResponse(
         totals=shapes.Totals(projects=totals["projects"], spaces=totals["spaces"], items=totals["items"],
                              deprecated_items=sum(d for _, d in by_project.values()), revisions=totals["revisions"],
                              artifacts=totals["artifacts"], edges=totals["edges"], events=totals["events"]),
-        projects=projects,
+        projects=[shapes.ProjectCount(project=name, archived=p.deprecated, items=by_project.get(name, (0, 0))[0],
+                                      deprecated_items=by_project.get(name, (0, 0))[1],
+                                      revisions=revisions.get(name, 0)) for name, p in projects],
+        projects_truncated=projects_cut,
         spaces=[shapes.SpaceCount(space=s, project=p, items=n, deprecated_items=d)
-                for (s, p), (n, d) in spaces[:MAX_SPACES]],
-        spaces_truncated=len(spaces) > MAX_SPACES,
-        kinds=[shapes.KindCount(project=p, kind=k, items=n, deprecated_items=d)
-               for (p, k), (n, d) in sorted(by_kind.items())],
+                for (s, p), (n, d) in spaces[:MAX_LISTED]],
+        spaces_truncated=len(spaces) > MAX_LISTED,
+        kinds=[shapes.KindCount(project=p, kind=k, items=n, deprecated_items=d) for (p, k), (n, d) in kinds],
+        kinds_truncated=kinds_cut,
         memory_types=[shapes.MemoryTypeCount(project=p, memory_type=t, items=n, deprecated_items=d)
-                      for (p, t), (n, d) in sorted(by_type.items())],
+                      for (p, t), (n, d) in types],
+        memory_types_truncated=types_cut,
         index=index_lag(services),
         disk=disk_use(services.data_dir.root),
     )
+
+
+def tags_in_use(graph: GraphStore, project: str) -> tuple[list[shapes.TagCount], bool]:
+    """The tags held now in ``project`` ('' = every project), the most held first, and whether some were cut."""
+    tags, truncated = largest(graph.tag_counts(project), lambda revisions: revisions)
+    return [shapes.TagCount(tag=t, revisions=n) for t, n in tags], truncated
+
+
+def largest(table: dict[N, V], count: Callable[[V], int]) -> tuple[list[tuple[N, V]], bool]:
+    """The MAX_LISTED entries with the largest count, ties by name, and whether any were left out: names are
+    text clients choose, so there may be any number of them."""
+    ordered = sorted(table.items(), key=lambda entry: (-count(entry[1]), entry[0]))
+    return ordered[:MAX_LISTED], len(ordered) > MAX_LISTED
 
 
 def _tally(counts: list[ItemCount], key: Callable[[ItemCount], K]) -> dict[K, tuple[int, int]]:
@@ -82,13 +101,10 @@ def index_lag(services: Services) -> shapes.IndexLag:
     if lag.oldest_pending_at:
         oldest = datetime.fromisoformat(lag.oldest_pending_at)
         behind = round(max(0.0, (datetime.now(UTC) - oldest).total_seconds()), 3)
-    try:
-        rows: int | None = services.index.count()
-    except Exception:  # a damaged table: the index worker repairs it, and state/sync_error say so
-        rows = None
     worker = services.index_worker
     return shapes.IndexLag(pending_rows=lag.pending, seconds_behind=behind, state=worker.state()["state"],
-                           sync_error=worker.last_error, rows=rows, embedder=services.index.model_id)
+                           sync_error=worker.last_error, rows=services.index.count_if_readable(),
+                           embedder=services.index.model_id)
 
 
 def disk_use(root: Path) -> shapes.DiskUse:
@@ -119,24 +135,13 @@ def _bytes_under(folder: Path) -> int:
 
 
 # -- one memory --------------------------------------------------------------------------------------------------
-@contextmanager
-def _as_kref_field() -> Iterator[None]:
-    """The stores name what they cannot follow in their own words (item_kref, revision_kref, …); here the
-    request has one field, ``kref``."""
-    try:
-        yield
-    except KumihoError as exc:
-        exc.field = "kref"
-        raise
-
-
 def inspect(services: Services, kref: str) -> shapes.InspectResponse:
     graph = services.graph
     parsed = krefs.parse(kref, "kref")
     if not parsed.is_item:
         raise InvalidArgument("kref: name an item (kref://project/space/name.kind) or one of its revisions "
                               "(…?r=N)", field="kref")
-    with _as_kref_field():
+    with field_as_sent("kref"):  # the stores name what they cannot follow in their own words
         found = graph.resolve(kref)
         assert found.item is not None  # an item kref resolves to its item
         item = found.item
@@ -194,21 +199,27 @@ def artifact_with_text(artifact: Artifact, data_root: Path) -> shapes.ArtifactWi
 
 
 def artifact_text(location: str, data_root: Path) -> tuple[str | None, bool, str | None]:
-    """(text, cut at TEXT_BYTES, why there is none). Only a file inside the data directory is read, once its
-    path is resolved (``..`` and symbolic links followed): a location is text a client wrote, and the console
-    must not become a way to read any file this process can."""
+    """(text, cut at TEXT_BYTES, why there is none). Only a regular file inside the data directory's
+    ``artifacts/`` folder is read, once its path is resolved (``..`` and symbolic links followed): a location
+    is text a client wrote, and the console must not become a way to read the token file, server.json, the
+    stores' own files or any other file this process can. A FIFO or device is never opened (it could block a
+    worker thread for good)."""
     path_text = location[len("file://"):] if location.startswith("file://") else location
     path = Path(path_text)
     if "://" in path_text or not path.is_absolute():
         return None, False, "not a file path of this machine (a URI or a relative path): not read"
-    root = data_root.resolve()
+    artifacts = (data_root / "artifacts").resolve()
     try:
         resolved = path.resolve()
     except (OSError, RuntimeError):
         return None, False, "the path cannot be resolved"
-    if not resolved.is_relative_to(root):
-        return None, False, "outside the data directory: not read"
+    if not resolved.is_relative_to(artifacts):
+        return None, False, "outside the data directory's artifacts folder: not read"
     try:
+        if not resolved.exists():
+            return None, False, "the file does not exist"
+        if not resolved.is_file():
+            return None, False, "not a regular file: not read"
         with resolved.open("rb") as handle:
             data = handle.read(TEXT_BYTES + 1)
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):

@@ -116,11 +116,17 @@ class DiskUse(Shape):
 
 class StatsResponse(Shape):
     totals: Totals
-    projects: list[ProjectCount]
+    projects: list[ProjectCount] = Field(description="the most items first; at most 1000 (projects_truncated "
+                                                     "says when more)")
+    projects_truncated: bool
     spaces: list[SpaceCount] = Field(description="by path; at most 1000 (spaces_truncated says when more)")
     spaces_truncated: bool
-    kinds: list[KindCount]
-    memory_types: list[MemoryTypeCount]
+    kinds: list[KindCount] = Field(description="the most items first; at most 1000 (kinds_truncated says when "
+                                               "more)")
+    kinds_truncated: bool
+    memory_types: list[MemoryTypeCount] = Field(description="the most items first; at most 1000 "
+                                                            "(memory_types_truncated says when more)")
+    memory_types_truncated: bool
     index: IndexLag
     disk: DiskUse
 
@@ -215,10 +221,13 @@ class InspectResponse(Shape):
 class DeprecateRequest(Shape):
     kref: str = Field(min_length=1, max_length=KREF_MAX, description="the item's kref (kref://project/space/name.kind)")
     reason: str | None = Field(None, max_length=REASON_MAX,
-                               description="kept in the item's metadata as deprecation_reason")
+                               description="kept in the item's metadata as deprecation_reason (a restore "
+                                           "removes it)")
 
 
 class RestoreRequest(Shape):
+    """Restoring also removes the item's deprecation_reason."""
+
     kref: str = Field(min_length=1, max_length=KREF_MAX, description="the item's kref (kref://project/space/name.kind)")
 
 
@@ -229,7 +238,8 @@ class TagCount(Shape):
 
 class TagsResponse(Shape):
     project: str | None
-    tags: list[TagCount]
+    tags: list[TagCount] = Field(description="the most revisions first; at most 1000 (truncated says when more)")
+    truncated: bool
 
 
 # -- GET /api/v1/config --------------------------------------------------------------------------------------

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from litestar import Request, Response
@@ -38,6 +40,24 @@ _MISSING = re.compile(r"^Missing required (query parameter|header|path parameter
 _HTTP_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
                405: "method_not_allowed", 409: "conflict", 413: "payload_too_large", 415: "unsupported_media_type",
                503: "unavailable"}
+
+
+@contextmanager
+def field_as_sent(sent: str | None = None, *raised: str | None) -> Iterator[None]:
+    """Errors raised inside name the field the caller sent, in their message too (``kref: item … does not
+    exist``). An operation or a store names its own argument (``item_kref``) where a route takes another
+    (``kref``): an error naming one of ``raised`` (None: an error naming no field; every error when none are
+    given) is renamed ``sent``."""
+    try:
+        yield
+    except KumihoError as exc:
+        if sent and (not raised or exc.field in raised):
+            if exc.field:
+                exc.message = re.sub(rf"\b{re.escape(exc.field)}\b", sent, exc.message)
+            exc.field = sent
+        if exc.field and exc.field not in exc.message:
+            exc.message = f"{exc.field}: {exc.message}"
+        raise
 
 
 def status_of(exc: KumihoError) -> int:

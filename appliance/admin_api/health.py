@@ -60,13 +60,9 @@ class HealthController(Controller):
     def ready(self, state: State) -> Ready:
         services = state.services
         worker = services.index_worker
-        try:
-            rows: int | None = services.index.count()
-        except Exception:  # a damaged table: the index worker repairs it, and state/sync_error say so
-            rows = None
         return Ready(status="ready", deployment_mode=DEPLOYMENT_MODE, version=__version__,
                      schema_version=services.graph.schema_version(),
-                     search=SearchReadiness(embedder=services.index.model_id, rows=rows,
+                     search=SearchReadiness(embedder=services.index.model_id, rows=services.index.count_if_readable(),
                                             pending=services.graph.pending_count(), sync_error=worker.last_error,
                                             **worker.state()))
 

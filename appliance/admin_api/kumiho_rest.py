@@ -8,8 +8,7 @@ accepted on every route: Revka sends its service token there, empty on a local C
 
 from __future__ import annotations
 
-from collections.abc import Iterator, MutableMapping
-from contextlib import contextmanager
+from collections.abc import MutableMapping
 from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
@@ -18,7 +17,7 @@ from litestar.datastructures import State
 from litestar.exceptions import ValidationException
 from litestar.params import HeaderParameter, JSONBody, QueryParameter
 
-from appliance.admin_api.errors import validation_error
+from appliance.admin_api.errors import field_as_sent, validation_error
 from appliance.admin_api.kumiho_shapes import (
     MAX_BATCH,
     ArtifactShape,
@@ -37,7 +36,7 @@ from appliance.admin_api.kumiho_shapes import (
 )
 from appliance.core import kref as krefs
 from appliance.core.model import Item, Page, Space
-from appliance.errors import AlreadyExists, InvalidArgument, KumihoError, NotFound
+from appliance.errors import AlreadyExists, InvalidArgument, NotFound
 from appliance.graph import GraphStore
 from appliance.memory import views
 
@@ -57,25 +56,9 @@ Kref = Annotated[str, QueryParameter(min_length=1, max_length=1024, description=
 
 def _perform(state: State, name: str, args: dict[str, Any]) -> dict[str, Any]:
     """One typed operation (its arguments checked as an MCP call's are), its errors naming their field."""
-    with _named():
+    with field_as_sent():
         result: dict[str, Any] = state.services.perform(name, args)
         return result
-
-
-@contextmanager
-def _named(operation_field: str = "", rest_field: str = "") -> Iterator[None]:
-    """Every error names its field in its message too (``kref: item … does not exist``), and the field is the
-    one the REST caller sent: an operation names its own argument (``item_kref``) where Kumiho's route takes
-    another (``kref``)."""
-    try:
-        yield
-    except KumihoError as exc:
-        if operation_field and exc.field == operation_field:
-            exc.field = rest_field
-            exc.message = exc.message.replace(operation_field, rest_field)
-        if exc.field and exc.field not in exc.message:
-            exc.message = f"{exc.field}: {exc.message}"
-        raise
 
 
 _ALIASES = {"text": "query"}  # handler arguments named otherwise than their query parameter (Litestar reserves it)
@@ -129,9 +112,9 @@ class KumihoRestController(Controller):
     # -- spaces -----------------------------------------------------------------------------------------------
     @post("/spaces", summary="Create a space under a project or a space (409 when it exists)", sync_to_thread=True)
     def create_space(self, state: State, data: JSONBody[CreateSpaceBody]) -> SpaceShape:
-        with _named():
+        with field_as_sent():
             project = krefs.parse_space_path(data.parent_path, "parent_path")[0]
-        with _named("project_name", "parent_path"), _named("space_name", "name"):
+        with field_as_sent("parent_path", "project_name"), field_as_sent("name", "space_name"):
             made = _perform(state, "kumiho_create_space",
                             {"project_name": project, "space_name": data.name, "parent_path": data.parent_path})
         path = made["space"]["path"]
@@ -149,7 +132,7 @@ class KumihoRestController(Controller):
         spaces: list[Space] = []
         cursor: str | None = None
         while len(spaces) < MAX_SPACES:
-            with _named():
+            with field_as_sent():
                 page = state.services.graph.list_spaces(parent_path, recursive=recursive,
                                                         page_size=MAX_SPACES - len(spaces), cursor=cursor)
             spaces += page.items
@@ -172,7 +155,7 @@ class KumihoRestController(Controller):
         graph: GraphStore = state.services.graph
 
         def page(size: int, cursor: str | None) -> Page[Item]:
-            with _named():
+            with field_as_sent():
                 return graph.list_items(space_path, name_filter=name_filter, kind_filter=kind_filter,
                                         include_deprecated=include_deprecated, page_size=size, cursor=cursor)
 
@@ -203,7 +186,7 @@ class KumihoRestController(Controller):
         force: Annotated[bool, QueryParameter(
             description="false refuses (409) an item that has revisions; deprecate it instead")] = False,
     ) -> DeletedShape:
-        with _named("item_kref", "kref"):
+        with field_as_sent("kref", "item_kref"):
             gone = _perform(state, "kumiho_delete_item", {"item_kref": kref, "force": force})
         return DeletedShape(success=bool(gone["deleted"]), item_kref=gone["item_kref"])
 
@@ -213,7 +196,7 @@ class KumihoRestController(Controller):
         self, state: State, kref: Kref,
         deprecated: Annotated[bool, QueryParameter(description="false restores it")] = True,
     ) -> ItemShape:
-        with _named("item_kref", "kref"):
+        with field_as_sent("kref", "item_kref"):
             _perform(state, "kumiho_deprecate_item", {"item_kref": kref, "deprecated": deprecated})
         return ItemShape.model_validate(_perform(state, "kumiho_get_item", {"kref": kref}))
 
@@ -293,7 +276,7 @@ class KumihoRestController(Controller):
         args: dict[str, Any] = {"revision_kref": kref, "direction": _DIRECTIONS[direction]}
         if edge_type:
             args["edge_type"] = edge_type
-        with _named("revision_kref", "kref"):
+        with field_as_sent("kref", "revision_kref"):
             found = _perform(state, "kumiho_get_edges", args)
         return [EdgeShape.model_validate(e) for e in found["edges"]]
 
@@ -310,7 +293,7 @@ class KumihoRestController(Controller):
     # -- the by-kref reads Revka's dashboard reaches through its Kumiho proxy ---------------------------------
     @get("/bundles/by-kref", summary="One bundle (an item of kind bundle)", sync_to_thread=True)
     def bundle(self, state: State, kref: Kref) -> ItemShape:
-        with _named("bundle_kref", "kref"):
+        with field_as_sent("kref", "bundle_kref"):
             return ItemShape.model_validate(_perform(state, "kumiho_get_bundle", {"bundle_kref": kref}))
 
     @get("/artifacts/by-kref", summary="One artifact: its kref, or a revision kref and the artifact's name",
@@ -324,7 +307,7 @@ class KumihoRestController(Controller):
         if not kref and not (revision_kref and name):
             raise InvalidArgument("kref: give the artifact's kref, or revision_kref and name", field="kref")
         field = "kref" if kref else "revision_kref"
-        with _named("artifact_kref", field):
+        with field_as_sent(field, "artifact_kref"):
             found = _perform(state, "kumiho_get_artifact", {"artifact_kref": kref or f"{revision_kref}&a={name}"})
         return _artifact(found)
 

@@ -13,10 +13,6 @@ from appliance.core import names
 from appliance.errors import InvalidArgument
 from appliance.graph._support import iso
 
-MAX_FILTER_VALUES = 20  # values of one repeatable filter (kind, memory_type, tag, space)
-FILTER_VALUE_MAX = 256  # characters of one of them
-
-
 # The filters' bounds, as the MCP tools' (operations/fields.py): how many values, how long each.
 MAX_SPACES, MAX_SPACE_PATH = 16, 512
 MAX_KINDS, MAX_MEMORY_TYPES, MAX_MEMORY_TYPE = 16, 16, 64
@@ -38,15 +34,15 @@ MemoryTypes = tuple[Annotated[str, Meta(max_length=MAX_MEMORY_TYPE)], ...]
 Tags = tuple[Annotated[str, Meta(max_length=names.MAX_TAG)], ...]
 
 
-def filter_values(values: tuple[str, ...] | list[str] | None, field: str) -> tuple[str, ...]:
-    """The distinct non-blank values, in order; at most MAX_FILTER_VALUES of at most FILTER_VALUE_MAX
-    characters each."""
-    found = tuple(dict.fromkeys(v.strip() for v in values or () if v.strip()))
-    if len(found) > MAX_FILTER_VALUES:
-        raise InvalidArgument(f"{field}: give at most {MAX_FILTER_VALUES} values", field=field)
-    if any(len(v) > FILTER_VALUE_MAX for v in found):
-        raise InvalidArgument(f"{field}: each value is at most {FILTER_VALUE_MAX} characters", field=field)
-    return found
+def filter_values(values: tuple[str, ...] | list[str] | None) -> tuple[str, ...]:
+    """The distinct non-blank values, stripped, in order (their count and lengths are bounded by the query
+    parameter, see values_parameter)."""
+    return tuple(dict.fromkeys(v.strip() for v in values or () if v.strip()))
+
+
+def time_parameter(description: str) -> QueryParameter:
+    """An RFC 3339 time; the schema says ``date-time`` so that clients (and schema fuzzers) know."""
+    return QueryParameter(description=description, max_length=64, schema_extra={"format": "date-time"})
 
 
 def moment(value: str | None, field: str) -> str:
@@ -54,10 +50,11 @@ def moment(value: str | None, field: str) -> str:
     if not value:
         return ""
     try:
-        parsed: datetime | None = datetime.fromisoformat(value.replace("z", "Z"))
-    except ValueError:
-        parsed = None
-    if parsed is None or parsed.tzinfo is None:
-        raise InvalidArgument(f"{field}: give an RFC 3339 time with its offset, e.g. 2026-05-01T12:00:00Z",
-                              field=field)
-    return iso(parsed.astimezone(UTC))
+        parsed = datetime.fromisoformat(value.replace("z", "Z"))
+        in_utc = parsed.astimezone(UTC) if parsed.tzinfo else None
+    except (ValueError, OverflowError):  # not a time, or out of range once moved to UTC (past year 1 or 9999)
+        in_utc = None
+    if in_utc is None:
+        raise InvalidArgument(f"{field}: give an RFC 3339 time with its offset, between years 0001 and 9999 once in "
+                              "UTC, e.g. 2026-05-01T12:00:00Z", field=field)
+    return iso(in_utc)

@@ -182,6 +182,14 @@ class SearchIndex:
     def count(self) -> int:
         return int(self._table.count_rows())
 
+    def count_if_readable(self) -> int | None:
+        """The rows, or None when the table cannot be read: a damaged table, which the index worker repairs
+        (its state and last error say so). Status reports use it: they answer whatever the index's state."""
+        try:
+            return self.count()
+        except Exception:
+            return None
+
     def revision_krefs(self) -> set[str]:
         count = self.count()
         if not count:

@@ -1,5 +1,12 @@
-"""The memory graph as a force-directed view draws it: ``{nodes, edges, spaces, stats}`` (MISSION §6 gives the
-shape). The ``memory_graph`` tool and the console's ``GET /api/v1/graph`` both build it here.
+"""The memory graph as a force-directed view draws it. The ``memory_graph`` tool and the console's
+``GET /api/v1/graph`` both build it here, in this shape:
+
+- ``nodes``: ``{id, name, kind, space, created_at, title, summary, revision_kref}`` for each memory (``id`` is
+  its item kref without ``kref://``) and each space on the way to them (``id`` is its path without the leading
+  "/", ``kind`` is ``"space"``, no time nor revision);
+- ``edges``: ``{source, target, edge_type}`` between node ids, with the edge's ``metadata`` when it has some;
+- ``spaces``: the space paths (without the leading "/"), the project's root first;
+- ``stats``: ``{total_items, shown_items, total_edges, kinds}``, ``kinds`` counting every match per kind.
 
 Nodes are the matching memories (newest first, cut at the limit) plus the spaces on the way to them; edges are
 ``BELONGS_TO`` (memory → its space), ``CHILD_OF`` (space → parent space) and the typed edges between the shown

@@ -3,7 +3,10 @@ through Litestar's test client on the real app over real stores (Kùzu and Lance
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -13,10 +16,13 @@ import httpx
 import pytest
 from litestar.testing import TestClient
 
-from appliance.admin_api.console_reads import TEXT_BYTES
+from appliance.admin_api.console_reads import MAX_LISTED, TEXT_BYTES
 from appliance.admin_api.console_shapes import GraphResponse
+from appliance.admin_api.params import MAX_KINDS, MAX_MEMORY_TYPES
 from appliance.app import Services, build_app, open_services
 from appliance.config import load_settings
+from appliance.core import names
+from appliance.graph.revisions import NewRevision
 from tests.problems import problem
 
 BASE = "http://127.0.0.1:9190"
@@ -52,14 +58,18 @@ def refused(response: httpx.Response, status: int, field: str) -> dict[str, Any]
     return body
 
 
-@pytest.fixture(scope="module")
-def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
-    data = tmp_path_factory.mktemp("console")
+@contextmanager
+def _console(data: Path) -> Iterator[Console]:
     settings = load_settings(data_dir=data, api_token=SECRET_TOKEN, search={"embedder": "hashing"},
                              inference={"chat_model": "none", "endpoint_api_key": SECRET_KEY},
                              maintenance={"dream_state_time": "", "idle_consolidation_minutes": 0})
     with open_services(settings) as services, TestClient(build_app(services), base_url=BASE) as http:
-        app = Console(services, http, {})
+        yield Console(services, http, {})
+
+
+@pytest.fixture(scope="module")
+def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
+    with _console(tmp_path_factory.mktemp("console")) as app:
         app.seeded.update(_seed(app))
         app.settle()
         yield app
@@ -190,7 +200,11 @@ def test_an_archived_project_shows_no_memories(console: Console) -> None:
     ({"project": "Other", "space": "/CognitiveMemory/work"}, 400, "space"),
     ({"space": "/CognitiveMemory/../etc"}, 400, "space"), ({"project": "Nope"}, 404, "project"),
     ({"space": "/CognitiveMemory/nowhere"}, 404, "space"), ({"kind": "Bad Kind!"}, 400, "kind"),
-    ({"memory_type": [f"t{i}" for i in range(21)]}, 400, "memory_type"),
+    ({"memory_type": [f"t{i}" for i in range(MAX_MEMORY_TYPES + 1)]}, 400, "memory_type"),
+    ({"kind": [f"k{i}" for i in range(MAX_KINDS + 1)]}, 400, "kind"),
+    ({"kind": "k" * (names.MAX_SEGMENT + 1)}, 400, "kind"),
+    # valid RFC 3339 times that fall before year 1 or after year 9999 once moved to UTC
+    ({"since": "0001-01-01T00:00:00+01:00"}, 400, "since"), ({"until": "9999-12-31T23:59:59-01:00"}, 400, "until"),
 ])
 def test_graph_refuses_bad_filters_naming_the_field(console: Console, params: dict[str, Any], status: int,
                                                     field: str) -> None:
@@ -250,6 +264,29 @@ def test_inspect_reads_no_file_outside_the_data_directory(console: Console, tmp_
     assert "outside the data directory" in artifacts["outside"]["text_note"]
 
 
+def test_inspect_reads_none_of_the_data_directorys_own_files(console: Console) -> None:
+    root = console.services.data_dir.root
+    token = console.services.data_dir.read_or_create_token()  # the file a client beyond loopback must match
+    (root / "server.json").write_text('{"port": 1}')
+    os.mkfifo(root / "artifacts" / "pipe.md")  # opening it would wait for a writer for ever
+    (root / "artifacts" / "folder.md").mkdir()
+    revision = console.seeded["derived_rev"]
+    private = {"token": root / "token", "runtime": root / "server.json", "lock": root / "lock",
+               "graph": console.services.data_dir.graph_path, "climb": root / "artifacts" / ".." / "token",
+               "pipe": root / "artifacts" / "pipe.md", "folder": root / "artifacts" / "folder.md"}
+    for name, path in private.items():
+        console.services.graph.create_artifact(revision, name, str(path))  # as a client could name them
+    answer = console.http.get("/api/v1/inspect", params={"kref": revision})
+    assert answer.status_code == 200, answer.text
+    assert token not in answer.text and '"port"' not in answer.text
+    artifacts = {a["name"]: a for a in answer.json()["artifacts"]}
+    for name in private:
+        assert artifacts[name]["text"] is None and artifacts[name]["text_note"], artifacts[name]
+    assert "artifacts folder" in artifacts["token"]["text_note"]
+    assert "artifacts folder" in artifacts["climb"]["text_note"]
+    assert "not a regular file" in artifacts["pipe"]["text_note"]
+
+
 def test_inspect_cuts_long_artifact_text(console: Console) -> None:
     big = console.services.data_dir.root / "artifacts" / "big.md"
     big.write_text("# Big\n" + "é" * TEXT_BYTES)
@@ -290,6 +327,19 @@ def test_deprecate_hides_a_memory_from_search_and_restore_brings_it_back(console
     assert item in _search_items(console, "firewall")
 
 
+def test_restore_removes_the_deprecation_reason(console: Console) -> None:
+    item = console.seeded["old"]
+    console.op("kumiho_set_metadata", kref=item, metadata={"keep": "this"})
+    deprecated = console.http.post("/api/v1/deprecate", json={"kref": item, "reason": "superseded"})
+    assert deprecated.status_code == 200 and deprecated.json()["metadata"]["deprecation_reason"] == "superseded"
+    restored = console.http.post("/api/v1/restore", json={"kref": item})
+    assert restored.status_code == 200, restored.text
+    assert "deprecation_reason" not in restored.json()["metadata"] and restored.json()["metadata"]["keep"] == "this"
+    shown = console.get("/api/v1/inspect", kref=item)["item"]
+    assert shown["deprecated"] is False and "deprecation_reason" not in shown["metadata"]
+    assert "deprecation_reason" not in console.services.graph.get_item(item).metadata
+
+
 @pytest.mark.parametrize(("body", "status", "field"), [
     ({"kref": "kref://CognitiveMemory/work/none.note"}, 404, "kref"),
     ({"kref": "kref://CognitiveMemory/work"}, 400, "kref"),
@@ -319,6 +369,38 @@ def test_tags_in_use_with_counts(console: Console) -> None:
     refused(console.http.get("/api/v1/tags", params={"project": "bad name!"}), 400, "project")
 
 
+def test_tags_and_stats_lists_are_capped_the_largest_first(tmp_path: Path) -> None:
+    """Tags, kinds and memory types are names clients choose: past MAX_LISTED of them a list keeps the ones with
+    the largest counts and says it was cut."""
+    extra = MAX_LISTED + 100
+    with _console(tmp_path / "many") as app:
+        graph = app.services.graph
+        graph.create_project("Many")
+        graph.create_space("/Many", "s")
+        made = graph.create_revisions(  # the store's bulk write: items of as many kinds, revisions of as many types
+            [NewRevision(f"kref://Many/s/m{n}.kind{n:04}", {"memory_type": f"type{n:04}"}) for n in range(extra)]
+            + [NewRevision(f"kref://Many/s/popular{n}.popular", {"memory_type": "common"}) for n in range(3)])
+        revisions = [r.kref.removeprefix("kref://") for r in made.revisions if r is not None]
+        assert not made.failures and len(revisions) == extra + 3
+        # a tag each, as tag_revision writes it but in one statement (tag_revision one by one takes ~10 s)
+        graph._engine.write(lambda tx: tx.copy(
+            "TAGGED", "row.item AS f, row.rev AS t, row.tag AS tag, '2026-01-01T00:00:00+00:00' AS since, '' AS until",
+            [{"item": r.rsplit("?r=", 1)[0], "rev": r, "tag": f"tag{n:04}"} for n, r in enumerate(revisions[:extra])]))
+        for revision in revisions[extra:]:  # the most held tag, kind and type: three items hold them
+            graph.tag_revision("kref://" + revision, "shared")
+        tags = app.get("/api/v1/tags", project="Many")
+        assert len(tags["tags"]) == MAX_LISTED and tags["truncated"] is True
+        assert tags["tags"][0]["tag"] == "latest" and tags["tags"][1] == {"tag": "shared", "revisions": 3}
+        assert tags["tags"][2]["tag"] == "tag0000"  # equal counts: by name
+        stats = app.get("/api/v1/stats")
+        assert len(stats["kinds"]) == MAX_LISTED and stats["kinds_truncated"] is True
+        assert stats["kinds"][0]["kind"] == "popular" and stats["kinds"][0]["items"] == 3
+        assert len(stats["memory_types"]) == MAX_LISTED and stats["memory_types_truncated"] is True
+        assert stats["memory_types"][0]["memory_type"] == "common"
+        assert stats["projects_truncated"] is False and stats["projects"][0]["project"] == "Many"
+        assert stats["spaces_truncated"] is False
+
+
 def test_search_hits_carry_their_item(console: Console) -> None:
     console.settle()
     hits = console.get("/api/v1/search", q="transport port 8080", mode="text")["results"]
@@ -328,9 +410,9 @@ def test_search_hits_carry_their_item(console: Console) -> None:
 
 
 @pytest.mark.parametrize(("params", "field"), [
-    ({"kind": [f"k{i}" for i in range(21)]}, "kind"), ({"tag": ["t" * 257]}, "tag"),
+    ({"kind": [f"k{i}" for i in range(MAX_KINDS + 1)]}, "kind"), ({"tag": ["t" * (names.MAX_TAG + 1)]}, "tag"),
     ({"project": "p" * 257}, "project"), ({"space": "/CognitiveMemory/../x"}, "space"),
-    ({"memory_type": [f"m{i}" for i in range(21)]}, "memory_type"),
+    ({"memory_type": [f"m{i}" for i in range(MAX_MEMORY_TYPES + 1)]}, "memory_type"),
 ])
 def test_search_refuses_unbounded_filters(console: Console, params: dict[str, Any], field: str) -> None:
     refused(console.http.get("/api/v1/search", params={"q": "port", **params}), 400, field)
@@ -378,8 +460,10 @@ def test_the_schema_describes_the_console_routes(console: Console) -> None:
         answer = paths[path]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
         assert "$ref" in answer, (path, answer)
     assert "/api/jobs" not in paths and "/api/model" not in paths
-    limit = next(p for p in paths["/api/v1/graph"]["get"]["parameters"] if p["name"] == "limit")
-    assert limit["schema"]["maximum"] == 10_000 and limit["schema"]["minimum"] == 1
+    parameters = {p["name"]: p["schema"] for p in paths["/api/v1/graph"]["get"]["parameters"]}
+    assert parameters["limit"]["maximum"] == 10_000 and parameters["limit"]["minimum"] == 1
+    for moment in ("since", "until"):  # a schema fuzzer then tries times, edge dates among them
+        assert "date-time" in json.dumps(parameters[moment]), parameters[moment]
 
 
 def test_stats_count_an_item_without_revisions_under_no_memory_type(console: Console) -> None:

@@ -66,7 +66,8 @@ function countTable(caption, rows, key) {
 // GET /api/v1/stats: totals, the index's lag, disk use, and counts per project, kind and memory type. Unknown
 // fields (a newer appliance) still show, as a list.
 function stats(data) {
-  const known = new Set(["totals", "index", "disk", "projects", "spaces", "spaces_truncated", "kinds", "memory_types"]);
+  const known = new Set(["totals", "index", "disk", "projects", "projects_truncated", "spaces", "spaces_truncated", "kinds",
+    "kinds_truncated", "memory_types", "memory_types_truncated"]);
   const rest = Object.fromEntries(Object.entries(data).filter(([k]) => !known.has(k)));
   const index = data.index || {};
   const disk = data.disk || {};
