@@ -88,7 +88,7 @@ def index_lag(services: Services) -> shapes.IndexLag:
         rows = None
     worker = services.index_worker
     return shapes.IndexLag(pending_rows=lag.pending, seconds_behind=behind, state=worker.state()["state"],
-                           sync_error=worker.last_error, rows=rows, embedder=services.index.model_id)
+                           sync_error=worker.sync_error(), rows=rows, embedder=services.index.model_id)
 
 
 def disk_use(root: Path) -> shapes.DiskUse:
