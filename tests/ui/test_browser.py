@@ -22,7 +22,7 @@ import pytest
 from tests.appliance_process import Running, serve
 from tests.mcp_api.clients import call
 from tests.ui.browser import SCREENSHOTS, Watched, browser, watched_page
-from tests.ui.seed import BULK_PROJECT, Seeded, mcp_steps, seed_bulk, seed_through_mcp
+from tests.ui.seed import BULK_PROJECT, Seeded, mcp_steps, seed_bulk, seed_one, seed_through_mcp
 
 pytest.importorskip("playwright", reason="pip install -e '.[test]' installs Playwright")
 
@@ -175,6 +175,26 @@ def test_deprecate_and_restore_ask_for_confirmation_and_escape_cancels(
     p.locator("#toggle-deprecated", has_text="Deprecate").wait_for(timeout=WAIT_MS)
     assert p.locator("#deprecated-badge").count() == 0
     assert inspect(running, kref)["item"]["deprecated"] is False
+
+
+def test_a_text_built_to_break_the_renderer_leaves_the_memory_readable_and_deprecatable(
+        chromium: Any, tmp_path: Path) -> None:
+    """5,000 nested block-quote marks (once one call each: the stack overflowed) and 60,000 link openers (a
+    quadratic scan: seconds of a frozen tab) in one summary."""
+    kref = seed_one(tmp_path / "data", "Hostile text", ">" * 5000 + "[" * 60000)
+    few_seconds = 10_000  # the heading and the button appear at once; before, never (the view failed)
+    with serve(tmp_path / "data") as running, watched_page(chromium, running.base_url) as watched:
+        p: Any = watched.page
+        p.goto(f"{running.base_url}/#/item?kref={kref}")
+        p.locator("h1", has_text="Hostile text").wait_for(timeout=few_seconds)
+        p.locator("#toggle-deprecated", has_text="Deprecate").wait_for(timeout=few_seconds)
+        summary = p.locator("section[aria-labelledby=sec-summary]")
+        summary.wait_for(timeout=few_seconds)
+        assert summary.locator("blockquote").count() == 8  # nesting stops at 8 levels…
+        deepest = summary.locator("blockquote").nth(7).inner_text()
+        assert deepest.startswith(">" * 4992) and deepest.endswith("[" * 100)  # …the rest stays text
+        assert p.evaluate("document.activeElement.tagName") == "H1"  # the view finished loading
+        watched.assert_clean()
 
 
 def test_the_live_view_shows_a_write_as_it_happens(page: Watched, appliance: tuple[Running, Seeded]) -> None:
