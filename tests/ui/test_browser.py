@@ -74,6 +74,39 @@ def test_the_dashboard_shows_health_counts_index_model_and_jobs(page: Watched,
     assert p.evaluate("document.activeElement.tagName") == "H1"  # focus moved to the view for keyboard users
 
 
+def test_the_dashboard_refreshes_after_the_last_refresh_ends_and_not_while_hidden(
+        chromium: Any, appliance: tuple[Running, Seeded]) -> None:
+    running, _ = appliance
+    with watched_page(chromium, running.base_url) as watched:
+        p: Any = watched.page
+        held: list[Any] = []  # /stats requests the test lets through when it chooses: a very slow appliance
+        p.route(re.compile(r".*/api/v1/stats$"), lambda route: held.append(route))
+
+        def asked() -> int:
+            return sum(url.endswith("/api/_health") for url, _ in watched.api_requests)
+
+        def wait_until(condition: Any) -> None:
+            deadline = time.monotonic() + WAIT_MS / 1000
+            while not condition() and time.monotonic() < deadline:
+                p.wait_for_timeout(100)
+            assert condition()
+
+        p.goto(running.base_url + "/#/dashboard")
+        wait_until(lambda: held)
+        p.wait_for_timeout(11_000)  # two refresh periods, while the first refresh still waits for /stats
+        assert (len(held), asked()) == (1, 1)  # no second refresh piled on the first
+        held.pop().continue_()
+        wait_until(lambda: asked() == 2)  # once the first finished, the next one came
+        wait_until(lambda: held)
+        held.pop().continue_()
+        p.locator("#stats .card-body dl").wait_for(timeout=WAIT_MS)
+        p.evaluate("Object.defineProperty(document, 'hidden', { configurable: true, get: () => true })")
+        before = asked()
+        p.wait_for_timeout(11_000)
+        assert asked() == before  # a hidden tab asks nothing
+        watched.assert_clean()
+
+
 def test_a_missing_endpoint_shows_a_not_available_state_instead_of_breaking_the_page(
         chromium: Any, appliance: tuple[Running, Seeded]) -> None:
     running, _ = appliance
@@ -375,6 +408,25 @@ def test_a_token_appliance_asks_for_the_token_once_and_sends_it_as_a_bearer_head
             sent = [(url, auth) for url, auth in watched.api_requests if auth]
             assert sent and all(auth == f"Bearer {token}" for _, auth in sent)
             assert not [url for url, _ in watched.api_requests if token in url]  # never in a URL
+
+        # the API docs page: a wrong token is asked for once, then dropped, not asked for again and again
+        with watched_page(chromium, running.base_url, expected_failures=("status of 401",)) as watched:
+            p = watched.page
+            prompts: list[str] = []
+
+            def answer(dialog: Any) -> None:
+                prompts.append(dialog.message)
+                dialog.accept("not-the-token" if len(prompts) == 1 else token)
+
+            p.on("dialog", answer)
+            p.goto(running.base_url + "/api/docs")
+            p.locator("#docs-status", has_text="refused that token").wait_for(timeout=WAIT_MS)
+            assert len(prompts) == 1 and "token" in prompts[0]
+            assert p.evaluate("sessionStorage.getItem('kumiho-ce.token')") is None
+            p.reload()  # a reload asks again; the right token opens the docs
+            p.locator(".swagger-ui .info .title", has_text="kumiho-ce").wait_for(timeout=WAIT_MS)
+            assert len(prompts) == 2
+            watched.assert_clean()
 
 
 @pytest.mark.long
