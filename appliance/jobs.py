@@ -35,6 +35,9 @@ Lane = Literal["interactive", "background"]
 JobState = Literal["queued", "running", "done", "failed", "cancelled"]
 JobChange = Literal["queued", "running", "progress", "done", "failed", "cancelled"]
 HISTORY = 200  # finished jobs kept for status queries
+# what a job that failed on a bug (not a KumihoError, whose message is written for users) shows to clients: the
+# job view reaches /api/v1/jobs, the event feed and tool answers, and an exception's text can hold file paths
+INTERNAL_ERROR = {"code": "internal", "message": "internal error; see the appliance log"}
 
 
 def _now() -> str:
@@ -198,9 +201,9 @@ class JobQueue:
             except KumihoError as exc:
                 job.error = {"code": exc.code, "message": exc.message}
                 self._finish(job, "cancelled" if job.cancel.is_set() else "failed")
-            except Exception as exc:  # a job's bug must not kill the lane
+            except Exception:  # a job's bug must not kill the lane
                 log.exception("job %s (%s) failed", job.id, job.kind)
-                job.error = {"code": "internal", "message": f"{type(exc).__name__}: {exc}"}
+                job.error = dict(INTERNAL_ERROR)  # the exception's text may hold paths: it stays in the log
                 self._finish(job, "failed")
             log.info("job %s (%s) %s in %.1f s", job.id, job.kind, job.state, time.perf_counter() - started)
         for job in iter_queued(inbox):

@@ -41,8 +41,19 @@ def test_errors_are_kept_with_their_code_and_a_bug_does_not_stop_the_lane(jobs: 
     third = jobs.submit("c", lambda job: "fine")
     assert jobs.wait(third, 10)
     assert first.state == "failed" and first.error == {"code": "invalid_argument", "message": "bad input"}
-    assert second.state == "failed" and second.error["code"] == "internal"  # type: ignore[index]
+    assert second.state == "failed"
+    assert second.error == {"code": "internal", "message": "internal error; see the appliance log"}
     assert third.state == "done"
+
+
+def test_a_bugs_text_stays_in_the_log_and_out_of_the_job(jobs: JobQueue, caplog: pytest.LogCaptureFixture) -> None:
+    def crash(job: Job) -> None:
+        raise RuntimeError("cannot open /secret/x")
+
+    job = jobs.submit("leaky", crash)
+    assert jobs.wait(job, 10) and job.state == "failed"
+    assert "/secret/x" not in repr(job.to_dict())
+    assert "/secret/x" in caplog.text  # the operator still finds the cause, with its traceback
 
 
 def test_one_active_job_per_key(jobs: JobQueue) -> None:

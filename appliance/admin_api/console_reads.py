@@ -103,7 +103,7 @@ def index_lag(services: Services) -> shapes.IndexLag:
         behind = round(max(0.0, (datetime.now(UTC) - oldest).total_seconds()), 3)
     worker = services.index_worker
     return shapes.IndexLag(pending_rows=lag.pending, seconds_behind=behind, state=worker.state()["state"],
-                           sync_error=worker.last_error, rows=services.index.count_if_readable(),
+                           sync_error=worker.sync_error(), rows=services.index.count_if_readable(),
                            embedder=services.index.model_id)
 
 

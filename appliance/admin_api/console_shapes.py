@@ -101,7 +101,8 @@ class IndexLag(Shape):
     pending_rows: int = Field(description="revisions waiting for the search index")
     seconds_behind: float | None = Field(description="age of the oldest waiting change; 0 when none wait")
     state: Literal["ok", "rebuilding"]
-    sync_error: str | None = Field(description="why the last index round failed, when it did")
+    sync_error: str | None = Field(description="when the last index sync round failed (a fixed phrase and its time; "
+                                               "the appliance log has the error); null when it succeeded")
     rows: int | None = Field(description="rows in the index; null when the table cannot be read")
     embedder: str
 

@@ -9,7 +9,9 @@ Resuming: with ``Last-Event-ID`` (what a browser's EventSource sends when it rec
 stream first sends every graph event after that id, from the in-memory ring (``appliance.feed``) or, when the
 ring no longer reaches back that far, from the graph's event table in pages; then it goes on live. A resume
 point more than ``events.resume_max_events`` behind (or one this graph never had) gets one ``feed.reset``
-event instead: the client should reload what it shows, then carry on from the reset's id.
+event instead: the client should reload what it shows, then carry on from the reset's id. The resume point -1
+means the oldest event still replayable: the newest ``events.resume_max_events`` graph events are replayed
+(every one in a smaller graph), never a reset.
 
 Bounds: ``events.max_subscribers`` streams (one more: 503 problem); a stream more than
 ``events.buffer_events`` behind gets ``feed.dropped`` and is ended (its client resumes with its last id); a
@@ -34,7 +36,7 @@ from litestar.response import Stream
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from appliance.config import EventFeedSettings
-from appliance.core.feed import MAX_ID_CHARS, FeedEvent, Key, graph_event, parse_id
+from appliance.core.feed import MAX_ID_CHARS, OLDEST, FeedEvent, Key, graph_event, oldest_replayable, parse_id
 from appliance.feed import Closed, EventFeed, Lagged, Subscriber
 from appliance.graph import GraphStore
 
@@ -48,7 +50,8 @@ _DESCRIPTION = (
     "and restores, job progress and completion, and Dream State runs. `id:` is the event's id (the graph's "
     "sequence number for a graph write; `\"<seq>:<n>\"` for a job event), `event:` its kind, `data:` JSON "
     "`{id, kind, at, seq?, kref?, project?, detail}`. Resume with the `Last-Event-ID` header or `?after=`: graph "
-    "events are replayed from the graph, job events while they are still buffered. Special kinds: `feed.reset` "
+    "events are replayed from the graph, job events while they are still buffered; `-1` replays the newest "
+    "`events.resume_max_events` graph events (all of them in a smaller graph). Special kinds: `feed.reset` "
     "(the resume point is too far back or unknown: reload, then continue from its id) and `feed.dropped` (this "
     "client fell too far behind: reconnect with its last id). 503 when `events.max_subscribers` streams are open."
 )
@@ -65,7 +68,7 @@ class EventsController(Controller):
         after: Annotated[str | None, QueryParameter(
             name="after", required=False, max_length=MAX_ID_CHARS,
             description="resume after this event id (as the `id:` lines give it); -1 = from the oldest event "
-                        "still replayable")] = None,
+                        "still replayable (the newest `events.resume_max_events` graph events)")] = None,
         last_event_id: Annotated[str | None, HeaderParameter(
             name="Last-Event-ID", required=False, max_length=MAX_ID_CHARS,
             description="resume after this event id (a browser's EventSource sends it when it reconnects); "
@@ -111,6 +114,8 @@ async def _replay(feed: EventFeed, graph: GraphStore, subscriber: Subscriber, af
     """The events after ``after`` that the ring no longer holds, from the graph's table; then the stream is
     placed in the ring just after them (or, too far behind or unknown, it gets a ``feed.reset``)."""
     newest = feed.newest()
+    if after == OLDEST:
+        after = oldest_replayable(newest, limit)
     if after.g > newest.g or newest.g - after.g > limit:
         yield _reset(feed, subscriber, after, newest)
         return

@@ -17,7 +17,8 @@ class SearchReadiness(BaseModel):
     embedder: str = Field(description="the embedding model's id")
     rows: int | None = Field(description="rows in the search index; null while a damaged table is repaired")
     pending: int = Field(description="revisions in the graph not indexed yet")
-    sync_error: str | None = Field(description="why the last index sync failed, when it did")
+    sync_error: str | None = Field(description="when the last index sync round failed (a fixed phrase and its time; "
+                                               "the appliance log has the error); null when it succeeded")
     state: Literal["ok", "rebuilding"]
     damaged: str | None = Field(None, description="rebuilding: what was wrong with the index")
     damaged_copy: str | None = Field(None, description="rebuilding: where the damaged index was set aside")

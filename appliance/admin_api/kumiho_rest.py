@@ -35,6 +35,7 @@ from appliance.admin_api.kumiho_shapes import (
     SpaceShape,
 )
 from appliance.core import kref as krefs
+from appliance.core import names
 from appliance.core.model import Item, Page, Space
 from appliance.errors import AlreadyExists, InvalidArgument, NotFound
 from appliance.graph import GraphStore
@@ -235,10 +236,18 @@ class KumihoRestController(Controller):
         t: Annotated[str, QueryParameter(max_length=128, description="a tag, for an item kref")] = "",
         tag: Annotated[str, QueryParameter(max_length=128, description="the same as t")] = "",
     ) -> RevisionShape:
-        chosen = t or tag
-        if chosen and "?" not in kref:
-            kref = f"{kref}?t={chosen}"
-        return RevisionShape.model_validate(_perform(state, "kumiho_get_revision", {"kref": kref}))
+        field, chosen = ("t", t) if t else ("tag", tag)
+        if not chosen:
+            return RevisionShape.model_validate(_perform(state, "kumiho_get_revision", {"kref": kref}))
+        names.tag(chosen, field)
+        if "?" in kref:  # ?r=, ?t= or &a= already choose: one of the two would be ignored
+            raise InvalidArgument(f"{field}: give a tag only with an item kref (without ?r=, ?t= or &a=); kref "
+                                  "already chooses its revision, so drop one of them", field=field)
+        # by the tag itself, not by ?t= appended to the kref: a tag may hold '&' or '=' (t=a&r=1 is a tag); the
+        # tag passed the same rules the operation applies, so what it refuses is the kref (or no holder of the tag)
+        with field_as_sent("kref", "item_kref"):
+            return RevisionShape.model_validate(
+                _perform(state, "kumiho_get_revision_by_tag", {"item_kref": kref, "tag": chosen}))
 
     @post("/revisions/batch", summary=f"Many revisions in one call (at most {MAX_BATCH} krefs)",
           status_code=200, sync_to_thread=True)

@@ -3,8 +3,10 @@
 Litestar documents a route's success and, for a route with parameters, its own validation error shape. The
 appliance answers every error as an RFC 9457 problem document instead, and some errors come from in front of
 the routes (the Host and Origin checks, the token guard, the body bound), so no handler could declare them.
-``document_problems`` adds them to every operation, once, from what the operation takes: a client reading
-the schema sees every status it can receive, each with the problem shape.
+``document_problems`` adds them to every operation, once, from what the operation takes and its method (the
+door answers 413 and 415 to any method that may change something, with or without a body): a client reading
+the schema sees every status it can receive, each with the problem shape. It also gives a streamed answer
+(the event feed) its schema: text.
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ _MEANING = {
     404: "Not found: what the request names does not exist",
     408: "The request's headers or body arrived too slowly",
     409: "Conflict: it exists already, or the change is refused in its present state",
-    413: "The request body is larger than the configured bound (http.max_body_bytes)",
-    415: "The request body is not JSON (send Content-Type: application/json)",
+    413: "The request body is larger than the configured bound (http.max_body_bytes), whatever the route takes",
+    415: "A request that may change something came with a form's or plain text's Content-Type, or with a body "
+         "and no Content-Type, even without a body (send JSON with Content-Type: application/json)",
     421: "The Host header does not name this appliance",
     431: "The request's headers are larger than the configured bound",
     500: "A fault in the appliance (the detail says only to see its log)",
@@ -67,8 +70,8 @@ def error_statuses(method: str, operation: Operation, open_paths: Iterable[str],
         statuses.add(401)
     if takes_input:
         statuses.add(404)
-    if operation.request_body is not None:
-        statuses |= {413, 415}
+    if operation.request_body is not None or method.upper() in _STATE_CHANGING:
+        statuses |= {413, 415}  # the door answers them before the route: a form type or no type at all is 415
     if method.upper() in _STATE_CHANGING:
         statuses |= {404, 409}
     return sorted(statuses)
@@ -87,6 +90,7 @@ def document_problems(openapi: OpenAPI, *, open_paths: Iterable[str] = ()) -> Op
             if not isinstance(operation, Operation):
                 continue
             responses = operation.responses = dict(operation.responses or {})
+            _describe_streams(responses)
             wanted = {str(status) for status in error_statuses(method, operation, open_paths, path)}
             wanted |= {status for status in responses if status[:1] in "45"}  # declared by the handler
             for status in sorted(wanted):
@@ -94,3 +98,15 @@ def document_problems(openapi: OpenAPI, *, open_paths: Iterable[str] = ()) -> Op
                 description = _MEANING.get(int(status)) or getattr(declared, "description", None) or "An error"
                 responses[status] = OpenAPIResponse(description=description, content=dict(problem))
     return openapi
+
+
+def _describe_streams(responses: dict[str, OpenAPIResponse | Reference]) -> None:
+    """A streamed answer (the event feed's ``text/event-stream``) is text: Litestar gives its body no schema."""
+    for answer in responses.values():
+        for media_type, media in ((answer.content or {}) if isinstance(answer, OpenAPIResponse) else {}).items():
+            if media_type.startswith("text/") and _empty(media.schema):
+                media.schema = Schema(type=OpenAPIType.STRING)
+
+
+def _empty(schema: Schema | Reference | None) -> bool:
+    return schema is None or (isinstance(schema, Schema) and schema.to_schema() == {})

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 from appliance.errors import InvalidArgument
 
 MAX_ID_CHARS = 40
+# "-1:<n>" is a real id: a job event's before the graph's first event (-1 alone is ``OLDEST``)
 _ID = re.compile(r"(-1|0|[1-9]\d{0,17})(?::([1-9]\d{0,19}))?")
 # job changes → the feed's event kinds (a job "running" is announced as started)
 JOB_KINDS = {"queued": "job.queued", "running": "job.started", "progress": "job.progress", "done": "job.done",
@@ -35,6 +36,9 @@ class Key(NamedTuple):
     @property
     def id(self) -> str:
         return str(self.g) if self.j == 0 else f"{self.g}:{self.j}"
+
+
+OLDEST = Key(-1)  # the resume point ``-1``: the oldest event still replayable (see ``oldest_replayable``)
 
 
 @dataclass(frozen=True)
@@ -64,13 +68,20 @@ class FeedEvent:
 
 
 def parse_id(text: str, field_name: str) -> Key:
-    """A resume point from ``Last-Event-ID`` or ``?after=``: an id the feed sent, or -1 for the oldest event."""
+    """A resume point from ``Last-Event-ID`` or ``?after=``: an id the feed sent, or -1 for the oldest event
+    still replayable (``OLDEST``)."""
     found = _ID.fullmatch(text.strip()) if len(text) <= MAX_ID_CHARS else None
     if found is None:
         raise InvalidArgument(f"{field_name}: give the id of the last event you received (\"1234\" or "
                               f"\"1234:5678\", at most {MAX_ID_CHARS} characters), or -1 to start from the oldest "
-                              "event", field=field_name)
+                              "event still replayable", field=field_name)
     return Key(int(found.group(1)), int(found.group(2) or 0))
+
+
+def oldest_replayable(newest: Key, limit: int) -> Key:
+    """Where ``-1`` resumes: just before the newest ``limit`` graph events (all of them in a smaller graph), so
+    that a client starting from the oldest replayable event gets a replay, never a reset."""
+    return Key(max(-1, newest.g - limit))
 
 
 def project_of(kref: str) -> str | None:

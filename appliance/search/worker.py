@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from datetime import UTC, datetime
 from typing import Any
 
 from appliance.search import repair
@@ -41,7 +42,8 @@ class IndexWorker:
         self._synced = 0
         self._progress = threading.Condition()
         self._thread = threading.Thread(target=self._loop, name="index-sync", daemon=True)
-        self.last_error: str | None = None
+        self.last_error: str | None = None  # the failed round's error, for the log: clients get ``sync_error()``
+        self.last_failed_at: datetime | None = None
 
     def start(self) -> None:
         self.sync.graph.subscribe(self._on_commit)  # a graph commit wakes the sync
@@ -60,6 +62,14 @@ class IndexWorker:
         return {"state": "rebuilding", "damaged": moved.problem, "damaged_copy": str(moved.aside),
                 "detail": "the search index was damaged and is being rebuilt from the graph; search answers "
                           "from the rows rebuilt so far until pending reaches 0"}
+
+    def sync_error(self) -> str | None:
+        """The last round's failure as clients see it (readiness, the console's stats): a fixed phrase and the
+        time. The error's own text (lance's, often with file paths) stays in the appliance log."""
+        if self.last_error is None or self.last_failed_at is None:
+            return None
+        return f"the last index sync failed at {self.last_failed_at.isoformat(timespec='seconds')}; it is " \
+               "retried (see the appliance log)"
 
     @property
     def running(self) -> bool:
@@ -113,8 +123,9 @@ class IndexWorker:
                 first = False
                 self.last_error = None
             except Exception as exc:  # keep serving; the outbox keeps the work for the next round
-                self.last_error = repair.describe(exc)
+                self.last_error, self.last_failed_at = repair.describe(exc), datetime.now(UTC)
                 if self._heal():
+                    log.warning("index sync failed (%s); the damaged index was replaced", self.last_error)
                     continue  # the damaged index was replaced: refill the new one at once
                 log.error("index sync failed (%s); retrying in %.0f s", exc, self.interval)
                 log.debug("index sync failure", exc_info=True)

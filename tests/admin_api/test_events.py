@@ -110,7 +110,8 @@ def test_resume_further_back_than_the_ring_replays_from_the_graphs_table(app: In
 
 def test_a_resume_point_too_far_back_or_unknown_gets_a_reset(app: InProcess) -> None:
     app.services.graph.atomic(lambda: create_items(app, "history", FEED["resume_max_events"] + 10))
-    for after in ("-1", "999999"):  # further back than 300 events (the bound here); an id this graph never had
+    too_far = app.services.graph.last_event_seq() - FEED["resume_max_events"] - 1
+    for after in (str(too_far), "999999"):  # further back than 300 events (the bound here); an id never sent
         newest = app.services.graph.last_event_seq()
         with stream(app, after=after) as reader:
             reset = reader.event()
@@ -118,6 +119,21 @@ def test_a_resume_point_too_far_back_or_unknown_gets_a_reset(app: InProcess) -> 
             assert reset.data is not None and reset.data["detail"]["requested_after"] == after
             create_items(app, f"after-reset-{after}", 1)
             assert reader.event().id == str(newest + 1)  # then it goes on live
+
+
+@pytest.mark.parametrize("header", [False, True])
+def test_minus_one_replays_the_newest_replayable_events_without_a_reset(app: InProcess, header: bool) -> None:
+    limit = FEED["resume_max_events"]
+    app.services.graph.atomic(lambda: create_items(app, f"oldest-{header}", limit + 200))  # more than replayable
+    newest = app.services.graph.last_event_seq()
+    expected = table_after(app, newest - limit)  # events newest-299 .. newest
+    assert len(expected) == limit and expected[-1][0] == str(newest)
+    resume = {"headers": {"Last-Event-ID": "-1"}} if header else {"after": "-1"}
+    with stream(app, **resume) as reader:
+        assert [(b.id, b.kind) for b in (reader.event() for _ in expected)] == expected  # no feed.reset first
+        assert quiet(reader)
+        create_items(app, f"after-oldest-{header}", 1)  # then it goes on live
+        assert reader.event().id == str(newest + 1)
 
 
 def test_a_client_that_falls_behind_the_ring_is_dropped_and_resumes_without_loss(app: InProcess) -> None:
@@ -174,6 +190,22 @@ def test_job_progress_and_completion_stream_and_resume(app: InProcess) -> None:
         assert [b.kind for b in rest] == ["job.progress", "job.done"]
         assert rest[1].data is not None and rest[1].data["detail"]["state"] == "done"
         assert quiet(reader)
+
+
+def test_a_failed_jobs_exception_text_reaches_neither_the_feed_nor_the_jobs_api(app: InProcess) -> None:
+    def crash(job: Job) -> None:
+        raise RuntimeError("cannot read /secret/x")
+
+    with stream(app) as reader:
+        job = app.services.jobs.submit("feed_crash", crash, description="a job with a bug")
+        failed = reader.events_until(lambda b: b.kind == "job.failed")[-1]
+    internal = {"code": "internal", "message": "internal error; see the appliance log"}
+    assert failed.data is not None and failed.data["detail"]["error"] == internal, failed
+    answer = httpx.get(f"{app.base_url}/api/v1/jobs/{job.id}", timeout=10)
+    assert answer.status_code == 200 and answer.json()["error"] == internal
+    listed = httpx.get(f"{app.base_url}/api/v1/jobs", timeout=10)
+    for text in (repr(failed.data), answer.text, listed.text):
+        assert "/secret/x" not in text and "RuntimeError" not in text, text
 
 
 def test_dream_state_runs_are_announced(app: InProcess) -> None:

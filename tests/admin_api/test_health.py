@@ -6,6 +6,7 @@ an embedder that fails."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import numpy as np
 import pytest
 
 from tests.inprocess import InProcess, serve_in_process
+from tests.mcp_api.clients import call, in_http_session
 
 REVKA_KEYS = ("neo4j", "event_stream", "embedding")
 
@@ -93,3 +95,30 @@ def test_an_embedder_that_fails_is_reported_without_internal_text(tmp_path: Path
     assert body["embedding"]["model"] == "broken-model"
     assert "secret" not in body["embedding"]["detail"] and "onnxruntime" not in body["embedding"]["detail"]
     assert revka_reads(body)["neo4j"] == "ok"
+
+
+def test_a_failed_index_sync_is_reported_without_its_error_text(app: InProcess) -> None:
+    """The index sync's embedder fails for real while it indexes a new memory: readiness, the console's stats
+    and health say that the last round failed and when, never the error's own text (it is in the log)."""
+    sync = app.services.index_worker.sync
+    working = sync.embedder
+    sync.embedder = FailingEmbedder()  # the search path keeps its own (working) embedder
+    try:
+        in_http_session(app.base_url, lambda s: call(s, "kumiho_memory_store", title="Unindexed",
+                                                     user_text="This memory waits for the index.",
+                                                     space_path="facts"))
+        deadline = time.monotonic() + 30  # bounds the test: the round runs soon after the commit
+        while app.services.index_worker.last_error is None:
+            assert time.monotonic() < deadline, "the index sync round did not fail"
+            time.sleep(0.05)
+        ready = app.get("/api/_ready")["search"]
+        stats = app.get("/api/v1/stats")["index"]
+        body = health(app)
+    finally:
+        sync.embedder = working
+    assert "/secret/path" in (app.services.index_worker.last_error or "")  # the log's detail, kept server-side
+    for note in (ready["sync_error"], stats["sync_error"]):
+        assert note.startswith("the last index sync failed at 20") and note.endswith("(see the appliance log)"), note
+        assert "secret" not in note and "onnxruntime" not in note, note
+    assert ready["pending"] == 1
+    assert body["search_index"]["status"] == "degraded" and "secret" not in body["search_index"]["detail"]

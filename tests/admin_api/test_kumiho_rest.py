@@ -420,6 +420,34 @@ def test_revisions_latest_by_kref_and_tags(rest: Rest) -> None:
     problem(c.get(f"{API}/revisions/by-kref", params={"kref": item, "t": "x" * 129}), 400, "t")
 
 
+def test_revision_by_kref_takes_a_tag_as_a_tag_never_as_kref_text(rest: Rest) -> None:
+    """t/tag select by the tag itself: `t=a&r=1` is the tag "a&r=1" (tags may hold '&' and '='), not revision 1;
+    a tag against the tag rules, or a tag with a kref that already chooses its revision, is refused naming it."""
+    c = rest.client
+    project = rest.project()
+    rest.op("kumiho_create_space", project_name=project, space_name="s")
+    item, (r1, r2) = rest.memory(f"/{project}/s", "m", {"v": "1"}, {"v": "2"})
+
+    for name in ("t", "tag"):
+        found = problem(c.get(f"{API}/revisions/by-kref", params={"kref": item, name: "a&r=1"}), 404, "kref")
+        assert "holds tag 'a&r=1'" in found["detail"], found  # no revision holds that tag: not revision 1
+    rest.op("kumiho_tag_revision", revision_kref=r2, tag="a&r=1")
+    for name in ("t", "tag"):
+        held = c.get(f"{API}/revisions/by-kref", params={"kref": item, name: "a&r=1"})
+        assert held.status_code == 200 and held.json()["kref"] == r2, held.text
+
+    for name in ("t", "tag"):
+        for bad in (" padded", "tab\there", "x" * 129):
+            refused = problem(c.get(f"{API}/revisions/by-kref", params={"kref": item, name: bad}), 400, name)
+            assert refused["detail"].startswith(f"{name}: "), refused
+        for chosen in (r1, f"{item}?t=latest", f"{r1}&a=data"):
+            refused = problem(c.get(f"{API}/revisions/by-kref", params={"kref": chosen, name: "latest"}), 400, name)
+            assert "item kref" in refused["detail"], refused
+    problem(c.get(f"{API}/revisions/by-kref", params={"kref": f"kref://{project}/s/none.memory", "t": "latest"}),
+            404, "kref")
+    problem(c.get(f"{API}/revisions/by-kref", params={"kref": "::", "t": "latest"}), 400, "kref")
+
+
 def test_revisions_batch(rest: Rest) -> None:
     c = rest.client
     project = rest.project()

@@ -195,6 +195,34 @@ def test_the_schema_documents_every_error_as_a_problem(app: InProcess) -> None:
             assert "400" in errors, (method, path)
 
 
+def test_every_write_documents_the_doors_413_and_415_and_answers_415_to_a_form(app: InProcess) -> None:
+    """The door refuses a form's content type (415) and a too large body (413) before any route runs, so every
+    operation that may change something documents both, even one that takes no body."""
+    import httpx
+
+    document = httpx.get(app.base_url + "/api/schema", timeout=30).json()
+    writes = [(path, method) for path, item in document["paths"].items() for method in item
+              if method in ("post", "put", "patch", "delete")]
+    assert {("/api/v1/items/deprecate", "post"), ("/api/v1/jobs/{job_id}/cancel", "post"),
+            ("/api/v1/items/by-kref", "delete")} <= set(writes), writes
+    for path, method in writes:
+        responses = document["paths"][path][method]["responses"]
+        assert {"413", "415"} <= set(responses), (method, path, sorted(responses))
+        url = app.base_url + re.sub(r"\{[^}]+\}", "x", path)
+        answer = httpx.request(method.upper(), url, headers={"Content-Type": "application/x-www-form-urlencoded"},
+                               timeout=30)
+        assert answer.status_code == 415, (method, path, answer.status_code, answer.text)
+        assert answer.headers["content-type"].startswith("application/problem+json")
+
+
+def test_the_event_feed_is_documented_as_a_text_stream(app: InProcess) -> None:
+    import httpx
+
+    document = httpx.get(app.base_url + "/api/schema", timeout=30).json()
+    content = document["paths"]["/api/v1/events"]["get"]["responses"]["200"]["content"]
+    assert content == {"text/event-stream": {"schema": {"type": "string"}}}, content
+
+
 def test_every_operation_answers_as_its_schema_says(app: InProcess, known: dict[str, list[str]],
                                                     figures: dict[str, Counter[str]]) -> None:
     failures = _fuzz(app, known, SHORT_EXAMPLES, figures, quick=True)

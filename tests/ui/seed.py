@@ -56,6 +56,23 @@ def seed_through_mcp(base_url: str) -> Seeded:
     return mcp_steps(base_url, steps)  # type: ignore[no-any-return]
 
 
+def seed_one(root: Path, title: str, summary: str) -> str:
+    """One memory titled ``title`` with ``summary``, of any length (no tool stores a summary this long), written
+    through the graph layer into the data directory ``root`` (the appliance is not running); its item kref."""
+    settings = load_settings(data_dir=root, search={"embedder": "hashing"})
+    data_dir = DataDir(settings.data_dir)
+    data_dir.ensure()
+    item_kref = f"kref://{BULK_PROJECT}/{BULK_SPACES[0]}/hostile.fact"
+    with data_dir.lock(), GraphStore.open(data_dir.graph_path, buffer_pool_mb=settings.graph.buffer_pool_mb,
+                                          default_project=settings.kumiho.default_project) as graph:
+        graph.ensure_project(BULK_PROJECT)
+        graph.ensure_space(f"/{BULK_PROJECT}/{BULK_SPACES[0]}")
+        result = graph.create_revisions([NewRevision(item_kref, {"type": "fact", "memory_type": "fact",
+                                                                 "title": title, "summary": summary})])
+        assert not result.failures, result.failures
+    return item_kref
+
+
 def seed_bulk(root: Path, memories: int, edges: int) -> None:
     """``memories`` items (one revision each) in BULK_PROJECT's spaces and ``edges`` DERIVED_FROM links between
     them, written through the graph layer into the data directory ``root`` (the appliance is not running)."""

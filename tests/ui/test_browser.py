@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -19,10 +22,10 @@ from urllib.parse import unquote
 import httpx
 import pytest
 
-from tests.appliance_process import Running, serve
+from tests.appliance_process import Running, free_port, serve
 from tests.mcp_api.clients import call
 from tests.ui.browser import SCREENSHOTS, Watched, browser, watched_page
-from tests.ui.seed import BULK_PROJECT, Seeded, mcp_steps, seed_bulk, seed_through_mcp
+from tests.ui.seed import BULK_PROJECT, Seeded, mcp_steps, seed_bulk, seed_one, seed_through_mcp
 
 pytest.importorskip("playwright", reason="pip install -e '.[test]' installs Playwright")
 
@@ -69,6 +72,40 @@ def test_the_dashboard_shows_health_counts_index_model_and_jobs(page: Watched,
     assert p.locator("#health .badge.ok").count() >= 1
     assert p.locator("h1").inner_text() == "Dashboard"
     assert p.evaluate("document.activeElement.tagName") == "H1"  # focus moved to the view for keyboard users
+
+
+def test_the_dashboard_refreshes_after_the_last_refresh_ends_and_not_while_hidden(
+        chromium: Any, appliance: tuple[Running, Seeded]) -> None:
+    running, _ = appliance
+    with watched_page(chromium, running.base_url) as watched:
+        p: Any = watched.page
+        held: list[Any] = []  # /stats requests the test lets through when it chooses: a very slow appliance
+        p.route(re.compile(r".*/api/v1/stats$"), lambda route: held.append(route))
+
+        def asked() -> int:
+            return sum(url.endswith("/api/_health") for url, _ in watched.api_requests)
+
+        def wait_until(condition: Any) -> None:
+            deadline = time.monotonic() + WAIT_MS / 1000
+            while not condition() and time.monotonic() < deadline:
+                p.wait_for_timeout(100)
+            assert condition()
+
+        p.goto(running.base_url + "/#/dashboard")
+        wait_until(lambda: held)
+        held.pop().continue_()  # the first refresh ends…
+        wait_until(lambda: asked() == 2 and held)  # …and the next one starts and waits for /stats
+        p.wait_for_timeout(7_000)  # past a refresh period
+        assert (len(held), asked()) == (1, 2)  # no third refresh piled on the one still running
+        held.pop().continue_()
+        wait_until(lambda: asked() == 3 and held)  # once it finished, the next one came
+        held.pop().continue_()
+        p.locator("#stats .card-body dl").wait_for(timeout=WAIT_MS)
+        p.evaluate("Object.defineProperty(document, 'hidden', { configurable: true, get: () => true })")
+        before = asked()
+        p.wait_for_timeout(7_000)  # past a refresh period
+        assert asked() == before  # a hidden tab asks nothing
+        watched.assert_clean()
 
 
 def test_a_missing_endpoint_shows_a_not_available_state_instead_of_breaking_the_page(
@@ -177,6 +214,111 @@ def test_deprecate_and_restore_ask_for_confirmation_and_escape_cancels(
     assert inspect(running, kref)["item"]["deprecated"] is False
 
 
+def test_a_text_built_to_break_the_renderer_leaves_the_memory_readable_and_deprecatable(
+        chromium: Any, tmp_path: Path) -> None:
+    """5,000 nested block-quote marks (once one call each: the stack overflowed) and 60,000 link openers (a
+    quadratic scan: seconds of a frozen tab) in one summary."""
+    kref = seed_one(tmp_path / "data", "Hostile text", ">" * 5000 + "[" * 60000)
+    few_seconds = 10_000  # the heading and the button appear at once; before, never (the view failed)
+    with serve(tmp_path / "data") as running, watched_page(chromium, running.base_url) as watched:
+        p: Any = watched.page
+        p.goto(f"{running.base_url}/#/item?kref={kref}")
+        p.locator("h1", has_text="Hostile text").wait_for(timeout=few_seconds)
+        p.locator("#toggle-deprecated", has_text="Deprecate").wait_for(timeout=few_seconds)
+        summary = p.locator("section[aria-labelledby=sec-summary]")
+        summary.wait_for(timeout=few_seconds)
+        assert summary.locator("blockquote").count() == 8  # nesting stops at 8 levels…
+        deepest = summary.locator("blockquote").nth(7).inner_text()
+        assert deepest.startswith(">" * 4992) and deepest.endswith("[" * 100)  # …the rest stays text
+        assert p.evaluate("document.activeElement.tagName") == "H1"  # the view finished loading
+        watched.assert_clean()
+
+
+@contextmanager
+def model_that_thinks_until(release: threading.Event) -> Iterator[str]:
+    """An OpenAI-compatible chat endpoint on loopback that answers no call before ``release`` is set (at most a
+    minute): a model job started against it stays running as long as the test needs. Yields its base URL."""
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            release.wait(60)
+            body = json.dumps({"error": {"message": "the test model has nothing to say"}}).encode()
+            self.send_response(503)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        release.set()
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+
+
+def test_the_dashboard_cancels_a_running_job(chromium: Any, tmp_path: Path) -> None:
+    release = threading.Event()
+    with model_that_thinks_until(release) as endpoint, serve(
+            tmp_path / "data", KUMIHO_CE_INFERENCE__CHAT_MODEL="endpoint", KUMIHO_CE_INFERENCE__ENDPOINT_URL=endpoint,
+            KUMIHO_CE_INFERENCE__TOOL_WAIT_SECONDS="1") as running:
+        async def consolidate(session: Any) -> dict[str, Any]:
+            await call(session, "kumiho_memory_ingest", user_id="ui", session_id="s-cancel",
+                       message="Remember that the printer moved to the second floor.")
+            return await call(session, "kumiho_memory_consolidate", session_id="s-cancel")
+
+        started = mcp_steps(running.base_url, consolidate)
+        assert started["status"] == "running", started  # the model has not answered: the job goes on
+        job_id = started["job_id"]
+        with watched_page(chromium, running.base_url) as watched:
+            p: Any = watched.page
+            p.goto(running.base_url + "/#/dashboard")
+            button = p.locator(f"#jobs button[data-job-id='{job_id}']")
+            button.wait_for(timeout=WAIT_MS)
+            assert button.inner_text() == "Cancel"
+            with p.expect_request(lambda request: request.url.endswith("/cancel")) as sent:
+                button.click()
+            request = sent.value
+            assert request.method == "POST"
+            assert request.url == f"{running.base_url}/api/v1/jobs/{job_id}/cancel"
+            assert request.headers["content-type"] == "application/json"
+            p.locator("#jobs-status", has_text="to stop").wait_for(timeout=WAIT_MS)
+            release.set()  # the model call returns; the job sees its cancel and ends
+            row = p.locator("#jobs tbody tr", has=p.locator("td", has_text="cancelled"))
+            row.wait_for(timeout=WAIT_MS)  # the next refresh shows it, without its button
+            assert not p.locator(f"#jobs button[data-job-id='{job_id}']").count()
+            watched.assert_clean()
+        answer = httpx.get(f"{running.base_url}/api/v1/jobs/{job_id}", timeout=30).json()
+        assert answer["state"] == "cancelled", answer
+
+
+def test_a_refused_cancel_shows_the_appliances_reason(chromium: Any, appliance: tuple[Running, Seeded]) -> None:
+    running, _ = appliance
+    with watched_page(chromium, running.base_url, expected_failures=("status of 404",)) as watched:
+        p: Any = watched.page
+        # a job the listing still shows but the appliance has since forgotten (its history keeps the last ones)
+        gone = {"job_id": "job-gone", "kind": "dream_state", "lane": "background", "state": "running",
+                "description": "Dream State", "progress": {"done": 1, "total": 4},
+                "created_at": "2026-01-01T00:00:00+00:00"}
+        p.route(re.compile(r".*/api/v1/jobs$"), lambda route: route.fulfill(
+            status=200, content_type="application/json", body=json.dumps({"jobs": [gone], "count": 1})))
+        p.goto(running.base_url + "/#/dashboard")
+        p.locator("#jobs button[data-job-id=job-gone]").click(timeout=WAIT_MS)
+        refusal = p.locator("#jobs-status .notice.error")
+        refusal.wait_for(timeout=WAIT_MS)
+        assert "job job-gone is unknown" in refusal.inner_text()  # the problem's detail, as the appliance said it
+        assert p.locator("#jobs button[data-job-id=job-gone]").is_enabled()  # it can be tried again
+        watched.assert_clean()
+
+
 def test_the_live_view_shows_a_write_as_it_happens(page: Watched, appliance: tuple[Running, Seeded]) -> None:
     running, _ = appliance
     p: Any = page.page
@@ -267,6 +409,25 @@ def test_a_token_appliance_asks_for_the_token_once_and_sends_it_as_a_bearer_head
             sent = [(url, auth) for url, auth in watched.api_requests if auth]
             assert sent and all(auth == f"Bearer {token}" for _, auth in sent)
             assert not [url for url, _ in watched.api_requests if token in url]  # never in a URL
+
+        # the API docs page: a wrong token is asked for once, then dropped, not asked for again and again
+        with watched_page(chromium, running.base_url, expected_failures=("status of 401",)) as watched:
+            p = watched.page
+            prompts: list[str] = []
+
+            def answer(dialog: Any) -> None:
+                prompts.append(dialog.message)
+                dialog.accept("not-the-token" if len(prompts) == 1 else token)
+
+            p.on("dialog", answer)
+            p.goto(running.base_url + "/api/docs")
+            p.locator("#docs-status", has_text="refused that token").wait_for(timeout=WAIT_MS)
+            assert len(prompts) == 1 and "token" in prompts[0]
+            assert p.evaluate("sessionStorage.getItem('kumiho-ce.token')") is None
+            p.reload()  # a reload asks again; the right token opens the docs
+            p.locator(".swagger-ui .info .title", has_text="kumiho-ce").wait_for(timeout=WAIT_MS)
+            assert len(prompts) == 2
+            watched.assert_clean()
 
 
 @pytest.mark.long

@@ -17,15 +17,18 @@
     return request;
   }
 
-  function load() {
+  // `asked`: the token was just typed in; a second 401 drops it and stops (no prompt after prompt).
+  function load(asked) {
     var headers = { Accept: "application/json" };
     if (token()) headers.Authorization = "Bearer " + token();
     return fetch("/api/schema/openapi.json", { headers: headers }).then(function (response) {
       if (response.status === 401) {
+        window.sessionStorage.removeItem(TOKEN_KEY);
+        if (asked) throw new Error("the appliance refused that token; reload the page to enter it again");
         var given = window.prompt("This appliance asks for its token (file `token` in the data directory):");
-        if (!given) throw new Error("the API description needs the appliance token");
+        if (!given || !given.trim()) throw new Error("the API description needs the appliance token");
         window.sessionStorage.setItem(TOKEN_KEY, given.trim());
-        return load();
+        return load(true);
       }
       if (!response.ok) throw new Error("the API description answered HTTP " + response.status);
       return response.json();

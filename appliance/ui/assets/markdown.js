@@ -3,32 +3,41 @@
 
 import { h } from "./dom.js";
 
-const INLINE = /(`[^`]+`)|(\*\*[^*]+\*\*|__[^_]+__)|(\*[^*\s][^*]*\*|_[^_\s][^_]*_)|(\[[^\]]+\]\([^)\s]+\))/;
+// Every alternative stops at the next character that could start or end another match of its kind (a backtick, a
+// star, an underscore, a bracket or parenthesis), so a scan from one position never runs past the next such
+// position: the search stays linear in the text's length, whatever the text (60,000 "[" included). A link's
+// label is at most 1,000 characters and its target 2,048.
+const INLINE = /(`[^`]+`)|(\*\*[^*]+\*\*|__[^_]+__)|(\*[^*\s][^*]*\*|_[^_\s][^_]*_)|(\[[^[\]\n]{1,1000}\]\([^()\s]{1,2048}\))/g;
+const LINK = /^\[([^\]]+)\]\(([^)]+)\)$/;
 
 function inline(text) {
   const out = [];
-  let rest = text;
-  while (rest) {
-    const match = INLINE.exec(rest);
-    if (!match) { out.push(rest); break; }
-    if (match.index) out.push(rest.slice(0, match.index));
+  const pattern = new RegExp(INLINE); // own lastIndex: inline() nests for bold and italic
+  let last = 0;
+  for (let match = pattern.exec(text); match; match = pattern.exec(text)) {
     const [token, code, strong, em, link] = match;
+    if (match.index > last) out.push(text.slice(last, match.index));
+    last = match.index + token.length;
     if (code) out.push(h("code", {}, code.slice(1, -1)));
     else if (strong) out.push(h("strong", {}, inline(strong.slice(2, -2))));
     else if (em) out.push(h("em", {}, inline(em.slice(1, -1))));
     else if (link) {
-      const [, label, href] = /^\[([^\]]+)\]\(([^)\s]+)\)$/.exec(link);
+      const [, label, href] = LINK.exec(link);
       // only web and kref links become links; anything else (javascript:, data:) stays text
       if (/^https?:\/\//i.test(href)) out.push(h("a", { href, rel: "noopener noreferrer", target: "_blank" }, label));
       else if (/^kref:\/\//.test(href)) out.push(h("a", { href: `#/item?kref=${encodeURIComponent(href)}` }, label));
       else out.push(token);
     }
-    rest = rest.slice(match.index + token.length);
   }
+  if (last < text.length) out.push(text.slice(last));
   return out;
 }
 
-export function renderMarkdown(source) {
+// Block quotes nest this deep; a deeper `>` stays in the text (one level is one call: a line of 5,000 `>` must not
+// exhaust the stack).
+const MAX_QUOTE_DEPTH = 8;
+
+export function renderMarkdown(source, depth = 0) {
   const root = h("div", { class: "markdown" });
   const lines = String(source).replace(/\r\n?/g, "\n").split("\n");
   let i = 0;
@@ -60,10 +69,10 @@ export function renderMarkdown(source) {
       continue;
     }
     if (/^\s*([-*_])(\s*\1){2,}\s*$/.test(line)) { root.append(h("hr")); i += 1; continue; }
-    if (/^\s*>/.test(line)) {
+    if (depth < MAX_QUOTE_DEPTH && /^\s*>/.test(line)) {
       const body = [];
       while (i < lines.length && /^\s*>/.test(lines[i])) body.push(lines[i++].replace(/^\s*>\s?/, ""));
-      root.append(h("blockquote", {}, renderMarkdown(body.join("\n"))));
+      root.append(h("blockquote", {}, renderMarkdown(body.join("\n"), depth + 1)));
       continue;
     }
     const bullet = /^\s*([-*+]|\d+[.)])\s+/;

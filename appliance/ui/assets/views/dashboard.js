@@ -1,4 +1,5 @@
-// Health, counts, index lag, the model and the background jobs; refreshed every 5 s while shown.
+// Health, counts, index lag, the model and the background jobs (a queued or running one can be cancelled);
+// refreshed 5 s after the previous refresh finished, and not while the tab is hidden.
 
 import { api, apiFirst } from "../api.js";
 import { clear, failure, h, valueView, when } from "../dom.js";
@@ -96,22 +97,33 @@ function model(data) {
         ? `after ${data.idle_consolidation_minutes} min` : "—")));
 }
 
-function jobs(data) {
+// `cancel(job, button)` is called when a queued or running job's Cancel button is pressed.
+function jobs(data, cancel) {
   const list = Array.isArray(data) ? data : data.jobs || [];
   if (!list.length) return h("p", { class: "muted" }, "No background jobs.");
   return h("table", {},
-    h("thead", {}, h("tr", {}, ["Job", "Kind", "State", "Progress", "Started"].map((c) => h("th", { scope: "col" }, c)))),
+    h("thead", {}, h("tr", {}, ["Job", "Kind", "State", "Progress", "Started", ""].map(
+      (c) => h("th", { scope: "col" }, c)))),
     h("tbody", {}, list.slice(0, 20).map((job) => {
       const progress = job.progress || {};
       const total = Number(progress.total) || 0;
       const done = Number(progress.done) || 0;
+      const id = job.job_id || job.id || "";
+      const active = id && (job.state === "running" || job.state === "queued");
+      let button = null;
+      if (active) {
+        button = h("button", { type: "button", class: "danger", "data-job-id": id,
+          "aria-label": `Cancel ${job.description || id}` }, "Cancel");
+        button.addEventListener("click", () => cancel(job, button));
+      }
       return h("tr", {},
-        h("td", {}, job.description || job.job_id || job.id || ""),
+        h("td", {}, job.description || id),
         h("td", {}, job.kind || ""),
         h("td", {}, job.state || ""),
         h("td", {}, total ? h("progress", { max: total, value: done, "aria-label": `${done} of ${total}` }) : "",
           total ? ` ${done}/${total}` : ""),
-        h("td", {}, when(job.started_at || job.created_at)));
+        h("td", {}, when(job.started_at || job.created_at)),
+        h("td", {}, button));
     })));
 }
 
@@ -121,17 +133,46 @@ export async function dashboardView(root) {
   const [statsCard, statsBody] = card("Counts", "stats");
   const [modelCard, modelBody] = card("Model", "model");
   const [jobsCard, jobsBody] = card("Background jobs", "jobs");
+  // outside the jobs table, so that the answer to a cancel outlives the table's next refresh
+  const jobsStatus = h("div", { class: "action-status", id: "jobs-status", role: "status" });
+  jobsCard.append(jobsStatus);
   root.append(h("h1", {}, "Dashboard"),
     h("div", { class: "grid" }, healthCard, readyCard, modelCard, statsCard, jobsCard));
+
+  const loadJobs = () => fill(jobsBody, "Jobs", () => apiFirst(["/api/v1/jobs", "/api/jobs"]),
+    (data) => jobs(data, cancel));
+  async function cancel(job, button) {
+    const id = job.job_id || job.id;
+    button.disabled = true;
+    clear(jobsStatus);
+    try {
+      // a JSON body: the appliance refuses the form and plain-text types any other page could send
+      await api(`/api/v1/jobs/${encodeURIComponent(id)}/cancel`, { method: "POST", body: {} });
+      jobsStatus.textContent = `Asked “${job.description || id}” to stop.`;
+    } catch (error) {
+      button.disabled = false;
+      jobsStatus.append(failure(`Cancel ${job.description || id}`, error));
+      return;
+    }
+    await loadJobs();
+  }
 
   const refresh = () => Promise.all([
     fill(healthBody, "Health", () => api("/api/_health"), health),
     fill(readyBody, "Index", () => api("/api/_ready"), ready),
     fill(statsBody, "Counts", () => api("/api/v1/stats"), stats),
     fill(modelBody, "Model", () => apiFirst(["/api/v1/model", "/api/model"]), model),
-    fill(jobsBody, "Jobs", () => apiFirst(["/api/v1/jobs", "/api/jobs"]), jobs),
+    loadJobs(),
   ]);
+  // the next refresh is planned once this one has finished: a slow appliance never gets a queue of them
+  let stopped = false;
+  let timer = null;
+  const later = () => { if (!stopped) timer = window.setTimeout(tick, REFRESH_MS); };
+  async function tick() {
+    if (!document.hidden) await refresh(); // a hidden tab asks nothing
+    later();
+  }
   await refresh();
-  const timer = window.setInterval(refresh, REFRESH_MS);
-  return () => window.clearInterval(timer);
+  later();
+  return () => { stopped = true; window.clearTimeout(timer); };
 }

@@ -5,6 +5,17 @@ import { api } from "../api.js";
 import { clear, failure, h, krefLink, valueView, when } from "../dom.js";
 import { renderMarkdown } from "../markdown.js";
 
+// A stored text as Markdown; should the renderer fail on some text, the text itself, as plain text, rather than a
+// broken page.
+function markdownOrPlain(text) {
+  try {
+    return renderMarkdown(text);
+  } catch (error) {
+    console.warn("kumiho-ce console: this text is shown unformatted", error);
+    return h("pre", { class: "plain-text" }, text);
+  }
+}
+
 function section(title, id, ...body) {
   return h("section", { class: "panel", "aria-labelledby": id }, h("h2", { id }, title), ...body);
 }
@@ -107,15 +118,17 @@ export async function itemView(root, params) {
 
   const provenance = data.provenance || {};
   const artifacts = data.artifacts || [];
+  // the heading and the actions first: whatever the texts below hold, the memory can still be deprecated
   root.append(
     h("h1", {}, meta.title || item.item_name || item.name || item.kref),
     h("p", { class: "muted" }, [item.kind, item.space, `created ${when(item.created_at)}`].filter(Boolean).join(" · "),
       deprecated ? h("span", { class: "badge bad", id: "deprecated-badge" }, "deprecated") : null),
     h("p", { class: "small" }, h("code", {}, item.kref || kref)),
-    h("div", { class: "actions" }, toggle, status),
+    h("div", { class: "actions" }, toggle, status));
+  root.append(
     h("div", { class: "columns" },
       h("div", {},
-        meta.summary ? section("Summary", "sec-summary", renderMarkdown(String(meta.summary))) : null,
+        meta.summary ? section("Summary", "sec-summary", markdownOrPlain(String(meta.summary))) : null,
         section("Provenance", "sec-provenance",
           h("h3", {}, "Derived from"), refList(provenance.derived_from, "Not derived from other memories."),
           h("h3", {}, "Derived into"), refList(provenance.derived, "No memory derives from this one."),
@@ -126,7 +139,7 @@ export async function itemView(root, params) {
         section("Artifacts", "sec-artifacts", artifacts.length ? artifacts.map((artifact) => h("article", { class: "artifact" },
           h("h3", {}, artifact.name || artifact.kref),
           h("p", { class: "muted small" }, artifact.location || ""),
-          typeof artifact.text === "string" ? renderMarkdown(artifact.text)
+          typeof artifact.text === "string" ? markdownOrPlain(artifact.text)
             : h("p", { class: "muted" }, "No text stored for this artifact."),
           artifact.text_truncated ? h("p", { class: "muted" }, "… the text is longer; only its beginning is shown.") : null,
           artifact.text_note ? h("p", { class: "muted" }, String(artifact.text_note)) : null))
