@@ -232,6 +232,7 @@ def test_every_operation_answers_as_its_schema_says(app: InProcess, known: dict[
 
 
 @pytest.mark.long
+@pytest.mark.timeout(2 * 3600)  # 300 examples × ~60 operation modes: far beyond the per-test default
 def test_every_operation_answers_as_its_schema_says_at_length(app: InProcess, known: dict[str, list[str]],
                                                               figures: dict[str, Counter[str]]) -> None:
     failures = _fuzz(app, known, LONG_EXAMPLES, figures, quick=False)
