@@ -100,11 +100,22 @@ def document_problems(openapi: OpenAPI, *, open_paths: Iterable[str] = ()) -> Op
     return openapi
 
 
+# One server-sent event, as clients (and schema checkers) read a text/event-stream: its fields.
+SERVER_SENT_EVENT = Schema(type=OpenAPIType.OBJECT, description="one server-sent event of the stream", properties={
+    "id": Schema(type=OpenAPIType.STRING, description="resume after it with Last-Event-ID"),
+    "event": Schema(type=OpenAPIType.STRING, description="the event's kind, e.g. item.created or job.progress"),
+    "data": Schema(type=OpenAPIType.STRING, description="the event as JSON"),
+    "retry": Schema(type=OpenAPIType.INTEGER, description="milliseconds to wait before reconnecting")})
+
+
 def _describe_streams(responses: dict[str, OpenAPIResponse | Reference]) -> None:
-    """A streamed answer (the event feed's ``text/event-stream``) is text: Litestar gives its body no schema."""
+    """A streamed answer (the event feed's ``text/event-stream``) is a sequence of events, each described by
+    ``SERVER_SENT_EVENT``; other text answers are text. Litestar gives such bodies no schema."""
     for answer in responses.values():
         for media_type, media in ((answer.content or {}) if isinstance(answer, OpenAPIResponse) else {}).items():
-            if media_type.startswith("text/") and _empty(media.schema):
+            if media_type.startswith("text/event-stream") and _empty(media.schema):
+                media.schema = SERVER_SENT_EVENT
+            elif media_type.startswith("text/") and _empty(media.schema):
                 media.schema = Schema(type=OpenAPIType.STRING)
 
 

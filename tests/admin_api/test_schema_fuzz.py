@@ -225,12 +225,14 @@ def test_every_write_documents_the_doors_413_and_415_and_answers_415_to_a_form(a
         assert answer.headers["content-type"].startswith("application/problem+json")
 
 
-def test_the_event_feed_is_documented_as_a_text_stream(app: InProcess) -> None:
+def test_the_event_feed_is_documented_as_a_stream_of_events(app: InProcess) -> None:
     import httpx
 
     document = httpx.get(app.base_url + "/api/schema", timeout=30).json()
     content = document["paths"]["/api/v1/events"]["get"]["responses"]["200"]["content"]
-    assert content == {"text/event-stream": {"schema": {"type": "string"}}}, content
+    assert list(content) == ["text/event-stream"], content
+    event = content["text/event-stream"]["schema"]
+    assert event["type"] == "object" and set(event["properties"]) == {"id", "event", "data", "retry"}, event
 
 
 def test_every_operation_answers_as_its_schema_says(app: InProcess, known: dict[str, list[str]],
