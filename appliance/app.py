@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
-from litestar import Litestar
+from litestar import Litestar, Router
 from litestar.datastructures import State
 from litestar.handlers import asgi
 from litestar.openapi import OpenAPIConfig
@@ -22,7 +22,7 @@ from litestar.openapi.plugins import JsonRenderPlugin
 from appliance import __version__
 from appliance.admin_api.auth import OPEN_PATHS, checked_token, configured_token, token_guard
 from appliance.admin_api.console import ConsoleController
-from appliance.admin_api.errors import HANDLERS
+from appliance.admin_api.errors import HANDLERS, schema_page_not_found
 from appliance.admin_api.events import EventsController
 from appliance.admin_api.health import HealthController
 from appliance.admin_api.jobs import JobsController, MovedJobsController
@@ -250,6 +250,8 @@ def build_app(services: Services) -> ApplianceApp:
         openapi_config=OpenAPIConfig(
             title="kumiho-ce", version=__version__, path="/api/schema",
             render_plugins=[JsonRenderPlugin()],  # offline: no UI that loads scripts from a CDN
+            openapi_router=Router("/api/schema", route_handlers=[], include_in_schema=False,
+                                  after_request=schema_page_not_found),
         ),
         logging_config=None,
         debug=False,

@@ -120,5 +120,15 @@ def unexpected_error(request: Request[Any, Any, Any], exc: Exception) -> Respons
                             "internal error; see the appliance log")
 
 
+def schema_page_not_found(response: Response[Any]) -> Response[Any]:
+    """Litestar's schema router answers an unknown page under /api/schema with an HTML 404 page of its own (it
+    returns it rather than raising, so the handlers above never see it): answer a problem instead."""
+    if response.status_code != 404:
+        return response
+    return Response(problem(404, "not_found", "there is no such schema page; the OpenAPI document is "
+                                              "/api/schema/openapi.json"),
+                    status_code=404, media_type=PROBLEM_CONTENT_TYPE)
+
+
 HANDLERS = {KumihoError: kumiho_error, ValidationException: validation_error, HTTPException: http_error,
             Exception: unexpected_error}
