@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from appliance.admin_api.config_view import SettingsView
+from appliance.admin_api.entity_shapes import EdgeShape, ItemShape, RevisionShape
 
 KREF_MAX = 2048  # characters of a kref in a request (the longest a kref can usefully be)
 REASON_MAX = 1000
@@ -20,40 +21,16 @@ class Shape(BaseModel):
 
 
 # -- entities ------------------------------------------------------------------------------------------------
-class ItemView(Shape):
-    kref: str
-    name: str = Field(description="item_name.kind")
-    item_name: str
-    kind: str
-    space: str = Field(description="the space path without its leading '/'")
-    created_at: str
-    author: str
-    username: str
-    deprecated: bool
-    metadata: dict[str, str] = Field(default_factory=dict)
+class ItemView(ItemShape, Shape):
+    """An item; a field the view does not declare is refused rather than passed on."""
 
 
-class RevisionView(Shape):
-    kref: str
-    item_kref: str
-    number: int
-    latest: bool
-    published: bool
-    tags: list[str]
-    created_at: str
-    author: str
-    username: str
-    deprecated: bool
-    default_artifact: str | None
-    metadata: dict[str, str] = Field(default_factory=dict)
+class RevisionView(RevisionShape, Shape):
+    """A revision, as ``ItemView``."""
 
 
-class EdgeView(Shape):
-    source_kref: str
-    target_kref: str
-    edge_type: str
-    metadata: dict[str, str]
-    created_at: str
+class EdgeView(EdgeShape, Shape):
+    """An edge, as ``ItemView``."""
 
 
 # -- GET /api/v1/stats ---------------------------------------------------------------------------------------

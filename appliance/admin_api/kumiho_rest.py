@@ -17,6 +17,7 @@ from litestar.datastructures import State
 from litestar.exceptions import ValidationException
 from litestar.params import HeaderParameter, JSONBody, QueryParameter
 
+from appliance.admin_api.entity_shapes import EdgeShape, ItemShape, RevisionShape
 from appliance.admin_api.errors import field_as_sent, validation_error
 from appliance.admin_api.kumiho_shapes import (
     MAX_BATCH,
@@ -27,10 +28,7 @@ from appliance.admin_api.kumiho_shapes import (
     CreateProjectBody,
     CreateSpaceBody,
     DeletedShape,
-    EdgeShape,
-    ItemShape,
     ProjectShape,
-    RevisionShape,
     SearchHitShape,
     SpaceShape,
 )

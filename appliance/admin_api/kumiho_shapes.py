@@ -2,7 +2,8 @@
 tools answer with (appliance/memory/views.py), typed, so that the OpenAPI document describes them.
 
 Revka decodes these with strict types (its ``kumiho_client.rs``): krefs, names and kinds are strings,
-revision numbers integers, metadata a map of string to string, timestamps strings or null. Fields Revka does
+revision numbers integers, metadata a map of string to string, timestamps strings or null. Items, revisions
+and edges are the shapes every route shares (``entity_shapes``). Fields Revka does
 not read (``space``, ``published``, …) are the views' own and stay, additively."""
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 from typing import Annotated
 
 from pydantic import BaseModel, Field
+
+from appliance.admin_api.entity_shapes import ItemShape, RevisionShape
 
 
 class ProjectShape(BaseModel):
@@ -33,48 +36,12 @@ class SpaceShape(BaseModel):
     metadata: dict[str, str]
 
 
-class ItemShape(BaseModel):
-    kref: str
-    name: str = Field(description="item_name.kind")
-    item_name: str
-    kind: str
-    space: str = Field(description="the space's path without the leading slash")
-    created_at: str | None
-    author: str | None
-    username: str | None
-    deprecated: bool
-    metadata: dict[str, str] = Field(default_factory=dict)
-
-
-class RevisionShape(BaseModel):
-    kref: str
-    item_kref: str
-    number: int
-    latest: bool
-    published: bool
-    tags: list[str]
-    created_at: str | None
-    author: str | None
-    username: str | None
-    deprecated: bool
-    default_artifact: str | None
-    metadata: dict[str, str] = Field(default_factory=dict)
-
-
 class ArtifactShape(BaseModel):
     kref: str
     name: str
     location: str
     revision_kref: str
     item_kref: str
-    created_at: str | None
-    metadata: dict[str, str]
-
-
-class EdgeShape(BaseModel):
-    source_kref: str
-    target_kref: str
-    edge_type: str
     created_at: str | None
     metadata: dict[str, str]
 
