@@ -34,7 +34,7 @@ from appliance.admin_api.kumiho_shapes import (
 )
 from appliance.core import kref as krefs
 from appliance.core import names
-from appliance.core.model import Item, Page, Space
+from appliance.core.model import Item, Page, Space, every_item
 from appliance.errors import AlreadyExists, InvalidArgument, NotFound
 from appliance.graph import GraphStore
 from appliance.memory import views
@@ -128,17 +128,11 @@ class KumihoRestController(Controller):
             max_length=512, description="/project or /project/space…; / or empty: every project's spaces")] = "/",
         recursive: Annotated[bool, QueryParameter(description="spaces at every depth, not only children")] = False,
     ) -> list[SpaceShape]:
-        spaces: list[Space] = []
-        cursor: str | None = None
-        while len(spaces) < MAX_SPACES:
-            with field_as_sent():
-                page = state.services.graph.list_spaces(parent_path, recursive=recursive,
-                                                        page_size=MAX_SPACES - len(spaces), cursor=cursor)
-            spaces += page.items
-            cursor = page.next_cursor
-            if cursor is None:
-                break
-        return [_space(s) for s in spaces]
+        graph: GraphStore = state.services.graph
+        with field_as_sent():
+            spaces = every_item(lambda cursor: graph.list_spaces(parent_path, recursive=recursive,
+                                                                 page_size=MAX_SPACES, cursor=cursor), MAX_SPACES)
+        return [_space(s) for s in spaces[:MAX_SPACES]]
 
     # -- items ------------------------------------------------------------------------------------------------
     @get("/items", summary="Items directly in one space, paged by limit and offset", sync_to_thread=True)
