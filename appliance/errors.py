@@ -7,6 +7,7 @@
     ├── AlreadyExists             create with exists_error=true, duplicate bundle member
     ├── Conflict                  the request is valid but the current state forbids it
     │   └── AmbiguousKref         a short kref matches several items (D8)
+    ├── PermissionDenied          the operator's policy forbids this write (a read-only namespace)
     ├── ConfigError               a configuration file or variable is wrong
     ├── DataDirError              the data directory cannot be used
     │   └── DataDirInUse          another kumiho-ce process holds it
@@ -64,6 +65,10 @@ class AmbiguousKref(Conflict):
 
     def to_dict(self) -> dict[str, object]:
         return {**super().to_dict(), "candidates": self.candidates}
+
+
+class PermissionDenied(KumihoError):
+    code = "permission_denied"
 
 
 class ConfigError(KumihoError):

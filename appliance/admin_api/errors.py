@@ -23,6 +23,7 @@ from appliance.errors import (
     InvalidArgument,
     KumihoError,
     NotFound,
+    PermissionDenied,
     Unavailable,
 )
 from appliance.server.problems import PROBLEM_CONTENT_TYPE, problem
@@ -34,6 +35,7 @@ _STATUS: tuple[tuple[type[KumihoError], int], ...] = (
     (NotFound, 404),
     (AlreadyExists, 409),
     (Conflict, 409),
+    (PermissionDenied, 403),
     (Unavailable, 503),
 )
 _MISSING = re.compile(r"^Missing required (query parameter|header|path parameter|cookie) '([^']+)'")

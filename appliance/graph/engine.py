@@ -8,6 +8,7 @@ run concurrently with the writer. Kùzu's exceptions become ``StorageError`` her
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import logging
 import queue
@@ -202,7 +203,9 @@ class KuzuEngine:
         if self._closed or self.read_only:
             raise StorageError("the graph store is closed or opened read-only")
         future: Future[T] = Future()
-        self._jobs.put((job, future))
+        # the job runs in the submitter's context: who is calling (appliance.core.caller) travels with it
+        context = contextvars.copy_context()
+        self._jobs.put((lambda tx: context.run(job, tx), future))
         return future.result()
 
     def _write_loop(self) -> None:
