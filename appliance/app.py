@@ -25,6 +25,7 @@ from appliance.admin_api.console import ConsoleController
 from appliance.admin_api.errors import HANDLERS, schema_page_not_found
 from appliance.admin_api.events import EventsController
 from appliance.admin_api.health import HealthController
+from appliance.admin_api.hygiene import HygieneController
 from appliance.admin_api.jobs import JobsController, MovedJobsController
 from appliance.admin_api.kumiho_rest import KumihoRestController
 from appliance.admin_api.openapi import document_problems
@@ -62,6 +63,7 @@ from appliance.search.worker import IndexWorker
 from appliance.server.door import ASGIApp, DoorPolicy, bounded_body, front_door
 from appliance.services import Family, Parts, families, handlers
 from appliance.services.calls import Operations
+from appliance.services.hygiene import HygieneService
 from appliance.services.maintenance import MaintenanceService
 from appliance.services.model_work import ModelWork
 
@@ -83,6 +85,7 @@ class Services:
     maintenance: Maintenance
     operations: Operations
     feed: EventFeed
+    hygiene: HygieneService
 
     def perform(self, name: str, arguments: dict[str, Any] | None = None, client: Client | None = None
                 ) -> dict[str, Any]:
@@ -135,12 +138,16 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
             try:
                 search = SearchService(index, embedder)
                 parts = service_parts(settings, data_dir, graph, search, worker, working, model, jobs)
+                # before_pass: the snapshot taken first when [memory] snapshot_on_hygiene is set
+                hygiene = HygieneService(graph, jobs, settings.memory, settings.kumiho.default_project)
                 maintenance = Maintenance(parts.maintenance, jobs, settings.maintenance,
-                                          settings.kumiho.default_project, consolidator=parts.consolidator)
+                                          settings.kumiho.default_project, consolidator=parts.consolidator,
+                                          hygiene=hygiene)
                 maintenance.start()
                 built = tuple(families(parts))
                 yield Services(settings, data_dir, graph, index, search, worker, working, built, jobs, model,
-                               maintenance, Operations(handlers(built), settings.kumiho.default_project), feed)
+                               maintenance, Operations(handlers(built), settings.kumiho.default_project), feed,
+                               hygiene)
             finally:
                 feed.close()  # no event stream outlives the stores (the server ends them earlier: runner.run)
                 if maintenance is not None:
@@ -242,7 +249,8 @@ def build_app(services: Services) -> ApplianceApp:
 
     litestar = Litestar(
         route_handlers=[HealthController, SearchController, JobsController, mcp_endpoint,
-                        KumihoRestController, EventsController, ConsoleController, MovedJobsController, ui_router()],
+                        KumihoRestController, EventsController, ConsoleController, MovedJobsController, ui_router(),
+                        HygieneController],
         lifespan=[run_mcp],
         state=State({"services": services, "health": health}),
         exception_handlers=HANDLERS,  # type: ignore[arg-type]  # each handler takes its own exception class

@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 import tomli_w
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from appliance.errors import ConfigError
+from appliance.memory import hygiene
 
 ENV_PREFIX = "KUMIHO_CE_"
 DEFAULT_PORT = 9190  # the port Kumiho's SDK probes for a local CE
@@ -71,8 +72,14 @@ class MemoryPolicy(_Section):
     max_entries_per_category: int = Field(0, ge=0, description="0 = unlimited")
     read_only_namespaces: list[str] = Field(default_factory=list, description="namespaces that refuse writes")
     retention_days_by_category: dict[str, int] = Field(
-        default_factory=dict, description="e.g. {core = 365, daily = 30}"
-    )
+        default_factory=dict, description="days an entry of a category stays live before the hygiene pass "
+        "archives it, replacing archive_after_days for that category (core is archived only when named here); "
+        "e.g. {core = 365, daily = 30}; at most 64 categories, 0..36500 days, 0 = never archived by age")
+
+    @field_validator("retention_days_by_category")
+    @classmethod
+    def _retention(cls, value: dict[str, int]) -> dict[str, int]:
+        return hygiene.check_retention(value)
 
 
 class MemorySettings(_Section):
@@ -80,10 +87,19 @@ class MemorySettings(_Section):
 
     backend: Literal["kumiho", "none"] = Field("kumiho", description="seed compatibility; the appliance is the backend")
     auto_save: bool = Field(True, description="store user turns automatically")
-    hygiene_enabled: bool = Field(False, description="archive, then purge, old entries")
-    archive_after_days: int = Field(7, ge=0, description="days before an entry is archived")
-    purge_after_days: int = Field(30, ge=0, description="days before an archived entry is purged")
-    conversation_retention_days: int = Field(30, ge=0, description="longest conversation retention")
+    hygiene_enabled: bool = Field(False, description="run the daily hygiene pass over the Memory API's entries "
+                                  "at hygiene_time: archive old entries, then purge archived and old conversation "
+                                  "ones (a job of kind hygiene; POST /api/v1/hygiene runs one at any time)")
+    hygiene_time: str = Field("04:00", pattern=r"^(|([01]\d|2[0-3]):[0-5]\d)$", description="when the daily "
+                              "hygiene pass runs (local time HH:MM) while hygiene_enabled; \"\" = no daily pass")
+    archive_after_days: int = Field(7, ge=0, le=hygiene.MAX_DAYS, description="a daily, conversation or custom "
+                                    "entry older than this is archived by the hygiene pass (deprecated and "
+                                    "marked; it leaves recall, the item stays); 0 = never")
+    purge_after_days: int = Field(30, ge=0, le=hygiene.MAX_DAYS, description="an entry the hygiene pass "
+                                  "archived more than this many days ago is deleted with its revisions; 0 = never")
+    conversation_retention_days: int = Field(30, ge=0, le=hygiene.MAX_DAYS, description="a conversation entry "
+                                             "older than this is deleted by the hygiene pass, archived or not; "
+                                             "0 = kept")
     min_relevance_score: float = Field(0.4, ge=0.0, le=1.0, description="operator floor on the 0..1 "
                                        "scale every score uses")
     default_namespace: str = Field("default", description="namespace of entries that name none")
@@ -93,7 +109,8 @@ class MemorySettings(_Section):
     response_cache_max_entries: int = Field(5000, ge=0, description="response cache size")
     response_cache_hot_entries: int = Field(256, ge=0, description="in-memory LRU tier of the cache")
     snapshot_enabled: bool = Field(False, description="snapshot export for backups")
-    snapshot_on_hygiene: bool = Field(False, description="snapshot before each hygiene pass")
+    snapshot_on_hygiene: bool = Field(False, description="take a snapshot before each hygiene pass that may "
+                                      "change entries (not before a dry run); a failed snapshot stops the pass")
     auto_hydrate: bool = Field(True, description="hydrate from a snapshot when the store is empty")
     audit_enabled: bool = Field(False, description="memory audit trail")
     audit_retention_days: int = Field(30, ge=0, description="audit trail retention")

@@ -1,4 +1,5 @@
-"""Scheduled model work (``[maintenance]``): idle sessions are consolidated, Dream State runs daily.
+"""Scheduled work: idle sessions are consolidated and Dream State runs daily (``[maintenance]``, both need the
+model); the memory hygiene pass runs daily at ``[memory] hygiene_time`` while ``hygiene_enabled`` (no model).
 
 A timer thread calls ``tick`` every ``interval`` seconds; ``tick`` only queues jobs (``appliance.jobs``), so
 it is quick and tests call it directly with a clock of their own. Without a usable model nothing is
@@ -18,6 +19,7 @@ from appliance.config import MaintenanceSettings
 from appliance.jobs import Job, JobQueue
 from appliance.memory.consolidation import Consolidator
 from appliance.memory.dream import DreamParams
+from appliance.services.hygiene import HygieneService
 from appliance.services.maintenance import MaintenanceService
 
 log = logging.getLogger(__name__)
@@ -36,8 +38,11 @@ def next_daily(at: str, now: datetime) -> datetime | None:
 class Maintenance:
     def __init__(self, dreams: MaintenanceService, jobs: JobQueue, settings: MaintenanceSettings, project: str, *,
                  consolidator: Consolidator, clock: Callable[[], datetime] = lambda: datetime.now().astimezone(),
-                 interval: float = 30.0) -> None:
+                 interval: float = 30.0, hygiene: HygieneService | None = None) -> None:
         self.dreams, self.jobs, self.settings, self.project = dreams, jobs, settings, project
+        self.hygiene = hygiene
+        self.next_hygiene = (next_daily(hygiene.settings.hygiene_time, clock())
+                             if hygiene is not None and hygiene.settings.hygiene_enabled else None)
         self.consolidator = consolidator  # the same pipeline as kumiho_memory_consolidate
         self._clock, self.interval = clock, interval
         self.next_dream = next_daily(settings.dream_state_time, clock())
@@ -64,14 +69,21 @@ class Maintenance:
 
     def tick(self) -> list[Job]:
         """Queue what is due now; returns the jobs queued."""
-        if self.dreams.work.model_ready() is not None:
-            return []
         now = self._clock()
-        queued = self._idle_sessions(now)
+        queued = self._hygiene_due(now)
+        if self.dreams.work.model_ready() is not None:
+            return queued
+        queued += self._idle_sessions(now)
         if self.next_dream is not None and now >= self.next_dream:
             self.next_dream = next_daily(self.settings.dream_state_time, now)
             queued.append(self.dream())
         return queued
+
+    def _hygiene_due(self, now: datetime) -> list[Job]:
+        if self.hygiene is None or self.next_hygiene is None or now < self.next_hygiene:
+            return []
+        self.next_hygiene = next_daily(self.hygiene.settings.hygiene_time, now)
+        return [self.hygiene.submit()]
 
     def dream(self) -> Job:
         s = self.settings
