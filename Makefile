@@ -154,6 +154,9 @@ bench-search: install
 	$(BIN)/python benchmarks/search_bench.py
 
 # the console API's reads (graph view, stats, inspect, search) over 10k seeded memories (JSON)
+bench-hygiene: install
+	$(BIN)/python benchmarks/hygiene_bench.py
+
 bench-console: install
 	$(BIN)/python benchmarks/console_bench.py
 

@@ -124,13 +124,14 @@ class HygieneService:
     def _apply(self, batch: list[hygiene.Decision], now: datetime) -> tuple[int, int]:
         """Inside one transaction: each planned change, if the rules still call for it."""
         rules, archived, purged = rules_of(self.settings), 0, 0
+        current = self.graph.current_revisions([planned.entry.kref for planned in batch])  # one read
         for planned in batch:
             kref = planned.entry.kref
             try:
                 item = self.graph.get_item(kref)
             except KumihoError:
                 continue  # gone since the plan (purged by someone else)
-            entry = self._entry(item, self.graph.current_revisions([kref]).get(kref))
+            entry = self._entry(item, current.get(kref))
             decision = hygiene.decide(entry, rules, now) if entry is not None else None
             if decision is None or decision.action != planned.action:
                 continue  # changed since the plan (stored again, restored): the rules no longer call for it
