@@ -153,10 +153,11 @@ bench: install
 bench-search: install
 	$(BIN)/python benchmarks/search_bench.py
 
-# the console API's reads (graph view, stats, inspect, search) over 10k seeded memories (JSON)
+# a hygiene pass (dry run, archive and purge, purge of the archived) over 2000 Memory API entries (JSON)
 bench-hygiene: install
 	$(BIN)/python benchmarks/hygiene_bench.py
 
+# the console API's reads (graph view, stats, inspect, search) over 10k seeded memories (JSON)
 bench-console: install
 	$(BIN)/python benchmarks/console_bench.py
 
