@@ -14,6 +14,8 @@ from appliance.core.caller import Caller
 
 
 class HygieneRequest(Shape):
+    """The body may be left out: a pass (not a dry run)."""
+
     dry_run: bool = Field(False, description="true: plan only; the job's result counts and lists (up to 100) what "
                                              "a pass would archive, purge or skip, and nothing changes")
 
@@ -34,7 +36,8 @@ class HygieneController(Controller):
           description="Answers 202 with the job; while a pass (or a dry run) is queued or running, asking again "
           "answers with that job. Runs whether or not [memory] hygiene_enabled schedules daily passes.",
           sync_to_thread=False, status_code=202)
-    def run(self, state: State, data: JSONBody[HygieneRequest]) -> HygieneStarted:
+    def run(self, state: State, data: JSONBody[HygieneRequest | None] = None) -> HygieneStarted:
+        data = data or HygieneRequest()
         job = state.services.hygiene.submit(dry_run=data.dry_run,
                                             caller=Caller("console", "", "POST /api/v1/hygiene"))
         return HygieneStarted(job_id=job.id, state=job.state, dry_run=data.dry_run)

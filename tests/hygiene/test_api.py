@@ -49,7 +49,7 @@ def test_post_hygiene_runs_a_pass_as_a_job(tmp_path: Path) -> None:
         assert not found(app, "zebra migration"), "an archived entry leaves recall"
 
 
-def test_post_hygiene_refuses_bad_bodies_naming_the_field(tmp_path: Path) -> None:
+def test_post_hygiene_refuses_bad_bodies_naming_the_field_and_takes_none(tmp_path: Path) -> None:
     with serve_in_process(tmp_path / "data", None, inference={"chat_model": "none"}) as app:
         url = app.base_url + "/api/v1/hygiene"
         for body in ({"dry_run": "perhaps"}, {"dry_run": True, "purge_everything": True}):
@@ -60,6 +60,9 @@ def test_post_hygiene_refuses_bad_bodies_naming_the_field(tmp_path: Path) -> Non
         answer = httpx.post(url, content=b"dry_run=true", headers={"content-type": "text/plain"}, timeout=30)
         assert answer.status_code == 415
         assert app.services.jobs.list(kind="hygiene") == []
+        answer = httpx.post(url, timeout=30)  # no body: a pass, as {"dry_run": false}
+        assert answer.status_code == 202 and answer.json()["dry_run"] is False
+        assert wait_job(app, answer.json()["job_id"])["state"] == "done"
 
 
 def found(app: object, text: str) -> bool:
