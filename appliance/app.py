@@ -28,6 +28,7 @@ from appliance.admin_api.health import HealthController
 from appliance.admin_api.jobs import JobsController, MovedJobsController
 from appliance.admin_api.kumiho_rest import KumihoRestController
 from appliance.admin_api.openapi import document_problems
+from appliance.admin_api.portability import PortabilityController
 from appliance.admin_api.search import SearchController
 from appliance.admin_api.ui import ui_router
 from appliance.config import Settings
@@ -242,7 +243,8 @@ def build_app(services: Services) -> ApplianceApp:
 
     litestar = Litestar(
         route_handlers=[HealthController, SearchController, JobsController, mcp_endpoint,
-                        KumihoRestController, EventsController, ConsoleController, MovedJobsController, ui_router()],
+                        KumihoRestController, EventsController, ConsoleController, MovedJobsController,
+                        PortabilityController, ui_router()],
         lifespan=[run_mcp],
         state=State({"services": services, "health": health}),
         exception_handlers=HANDLERS,  # type: ignore[arg-type]  # each handler takes its own exception class

@@ -220,6 +220,8 @@ class LineError(InvalidArgument):
 
     def __init__(self, line: int, field: str | None, message: str) -> None:
         where = f"line {line}" + (f", field {field}" if field else "")
+        if field and message.startswith(field + ": "):  # the checks of appliance.core name the field too
+            message = message[len(field) + 2:]
         super().__init__(f"{where}: {message}", field=field)
         self.line = line
 
