@@ -100,13 +100,17 @@ class Importer:
         size = path.stat().st_size
         total = size if dry_run else 2 * size
         seen, outcome = _Seen(), Outcome()
-        for offset, chunk in _chunks(path, outcome):
-            for (line, checked), verdict in zip(chunk, self._verdicts(chunk, seen), strict=True):
-                self._note(line, checked, verdict, seen, outcome)
-            self.progress(offset, total, "checking")
-            if self.cancelled():
-                return outcome.summary(dry_run)
-        self._resolve_pending(seen, outcome)
+        try:
+            for offset, chunk in _chunks(path, outcome):
+                for (line, checked), verdict in zip(chunk, self._verdicts(chunk, seen), strict=True):
+                    self._note(line, checked, verdict, seen, outcome)
+                self.progress(offset, total, "checking")
+                if self.cancelled():
+                    return outcome.summary(dry_run)
+        except LineError as exc:  # the file as a whole (its header, its end): the check stops here
+            outcome.error(exc.message)
+        if not outcome.error_count:
+            self._resolve_pending(seen, outcome)
         if outcome.error_count:
             raise InvalidArgument(_listing(f"the file cannot be imported ({outcome.error_count} problem(s)); "
                                            "nothing was written", outcome.errors, outcome.error_count))
