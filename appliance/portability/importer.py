@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from appliance.errors import Conflict, InvalidArgument
-from appliance.fsutil import inside, write_durably
+from appliance.fsutil import fsync_dir, inside, write_durably
 from appliance.graph import GraphStore
 from appliance.graph.portable import LoadBatch
 from appliance.portability import records
@@ -221,8 +221,8 @@ class Importer:
             return {k: v for k, v in record.items() if k != "seq"}
         if record["type"] == "artifact":
             mine = {k: v for k, v in record.items() if k != "file"}
-            if "file" in record:
-                mine["location"] = str(self._file_path(record["file"]["path"]))
+            if "file" in record:  # where _write_file puts it (inside() checks the path then)
+                mine["location"] = str(self.root.joinpath(*record["file"]["path"].split("/")))
             return mine
         return record
 
@@ -279,19 +279,22 @@ class Importer:
             return f"carries the file {carried['path']}, which exists in this appliance with other content"
         return ""
 
-    def _write_file(self, record: Record, outcome: Outcome) -> None:
+    def _write_file(self, record: Record, outcome: Outcome) -> Path | None:
+        """Write a carried file (fsynced; its folder is the caller's to fsync); the folder, when written."""
         carried = record.get("file")
         if not carried or "content_base64" not in carried:
-            return
+            return None
         target = self._file_path(carried["path"])
         if target.exists() and _sha256(target) == carried["sha256"]:
-            return
-        write_durably(target, base64.b64decode(carried["content_base64"]))
+            return None
+        write_durably(target, base64.b64decode(carried["content_base64"]), sync_folder=False)
         outcome.files_written += 1
+        return target.parent
 
     # -- the write pass ------------------------------------------------------------------------------------
     def _write(self, chunk: list[tuple[int, Checked]], seen: _Seen, outcome: Outcome) -> None:
         batch = LoadBatch()
+        folders: set[Path] = set()
         for (line, checked), verdict in zip(chunk, self._verdicts(chunk, seen), strict=True):
             record = checked.record
             if verdict.status == "same":
@@ -307,9 +310,11 @@ class Importer:
                 else:
                     getattr(batch, "adopt_projects" if kind == "project" else "adopt_spaces").append(row)
                 continue
-            if record["type"] == "artifact":
-                self._write_file(record, outcome)
+            if record["type"] == "artifact" and (folder := self._write_file(record, outcome)) is not None:
+                folders.add(folder)
             getattr(batch, _LISTS[record["type"]]).append(row)
+        for folder in sorted(folders):  # the files' names are on disk before the commit that points to them
+            fsync_dir(folder)
         if len(batch):
             self.graph.portable_load(batch)
 
