@@ -60,7 +60,10 @@ def fill(app: InProcess, memories: int) -> None:
                                     {"title": f"Memory {n}", "summary": f"memory number {n} about topic {n % 37}",
                                      "type": "fact"},
                                     (NewArtifact("memory.md", str(path), is_default=True),)))
+        # Kùzu may refuse a bulk commit while the index sync reads (it is then rolled back): wait for it first
+        app.services.index_worker.wait_synced(120)
         created = [r.kref for r in graph.create_revisions(rows).revisions if r is not None]
+        app.services.index_worker.wait_synced(120)
         edges = [NewEdge(created[i], created[i - 1], "REFERENCED") for i in range(1, len(created))]
         if previous is not None:
             edges.append(NewEdge(created[0], previous, "REFERENCED"))

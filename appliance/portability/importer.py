@@ -8,9 +8,12 @@ conflict (same kref, other content: the whole import is refused, listing them). 
 through the file again in batches of ``BATCH`` records, one transaction each, with the artifact files a
 batch carries written (fsynced) before the transaction that points at them commits.
 
-One exception to "conflict": a project the store holds but that holds nothing (the memory project an
-appliance creates at its first start) is adopted, taking the file's record, its root space's record and its
-creation event, so that an export imported into a fresh appliance exports the same again.
+Projects and spaces are containers, known by name and path: one the store holds with other details (another
+appliance made its own memory project at another time) keeps the store's record and is counted as ``kept``,
+not as a conflict; what they hold is compared record by record. And a project the store holds but that holds
+nothing (the memory project an appliance creates at its first start) is adopted, taking the file's record, its
+root space's record and its creation event, so that an export imported into a fresh appliance exports the
+same again.
 """
 
 from __future__ import annotations
@@ -18,12 +21,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import logging
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from appliance.errors import Conflict, InvalidArgument
+from appliance.errors import Conflict, InvalidArgument, StorageError
 from appliance.fsutil import fsync_dir, inside, write_durably
 from appliance.graph import GraphStore
 from appliance.graph.portable import LoadBatch
@@ -31,7 +36,9 @@ from appliance.portability import records
 from appliance.portability.records import Checked, LineError, Record
 
 BATCH = 1000  # records per write transaction (and per comparison with the store)
+WRITE_ATTEMPTS = 3
 MAX_REPORTED = 20  # problems listed in a refusal (all are counted)
+log = logging.getLogger(__name__)
 Progress = Callable[[int, int, str], None]  # (bytes done, bytes to do, what now)
 
 _LISTS = {"project": "projects", "space": "spaces", "item": "items", "revision": "revisions", "tag": "tags",
@@ -55,6 +62,7 @@ class Outcome:
     by_type: dict[str, int] = field(default_factory=dict)
     new: dict[str, int] = field(default_factory=dict)
     unchanged: int = 0
+    kept: int = 0  # projects and spaces the appliance holds with other details: its own stay
     adopted: int = 0
     files_written: int = 0
     files_not_carried: int = 0
@@ -75,13 +83,14 @@ class Outcome:
 
     def summary(self, dry_run: bool) -> dict[str, Any]:
         return {"dry_run": dry_run, "records": self.records, "by_type": dict(sorted(self.by_type.items())),
-                "new": dict(sorted(self.new.items())), "unchanged": self.unchanged, "adopted": self.adopted,
+                "new": dict(sorted(self.new.items())), "unchanged": self.unchanged, "kept": self.kept,
+                "adopted": self.adopted,
                 "artifact_files_written": self.files_written, "artifact_files_not_carried": self.files_not_carried}
 
 
 @dataclass(frozen=True)
 class _Verdict:
-    status: str  # new | same | adopt | conflict
+    status: str  # new | same | kept | adopt | conflict
     detail: str = ""
     adopt_seq: int = -1  # the store's own creation event an adopted project's event replaces
 
@@ -124,7 +133,7 @@ class Importer:
         written = Outcome()
         seen.adopted_events.clear()
         for offset, chunk in _chunks(path, Outcome()):
-            self._write(chunk, seen, written)
+            self._write_with_retries(chunk, seen, written)
             self.progress(size + offset, total, "writing")
             if self.cancelled():
                 break
@@ -151,6 +160,8 @@ class Importer:
             outcome.conflict(f"line {line}: {records.describe(checked.key)} {verdict.detail}")
         elif verdict.status == "same":
             outcome.unchanged += 1
+        elif verdict.status == "kept":
+            outcome.kept += 1
         elif verdict.status == "adopt":
             outcome.adopted += 1
         else:
@@ -191,6 +202,8 @@ class Importer:
                 verdicts.append(_Verdict("same"))
             elif self._adoptable(record, seen):
                 verdicts.append(_Verdict("adopt"))
+            elif kind in ("project", "space"):  # a container the appliance holds: its own record stays
+                verdicts.append(_Verdict("kept"))
             else:
                 differing = sorted(name for name in mine if mine[name] != theirs.get(name))
                 verdicts.append(_Verdict("conflict", "is held with other " + ", ".join(differing)))
@@ -292,12 +305,27 @@ class Importer:
         return target.parent
 
     # -- the write pass ------------------------------------------------------------------------------------
+    def _write_with_retries(self, chunk: list[tuple[int, Checked]], seen: _Seen, outcome: Outcome) -> None:
+        """Kùzu may refuse a bulk commit while long reads run (it checkpoints at such a commit and waits a
+        bounded time for readers); the batch was rolled back, so it is compared and written again."""
+        for attempt in range(1, WRITE_ATTEMPTS + 1):
+            adopted_events = set(seen.adopted_events)
+            try:
+                self._write(chunk, seen, outcome)
+                return
+            except StorageError:
+                if attempt == WRITE_ATTEMPTS:
+                    raise
+                seen.adopted_events = adopted_events
+                log.warning("import: a batch was rolled back by the graph store; writing it again (%d)", attempt)
+                time.sleep(attempt)
+
     def _write(self, chunk: list[tuple[int, Checked]], seen: _Seen, outcome: Outcome) -> None:
         batch = LoadBatch()
         folders: set[Path] = set()
         for (line, checked), verdict in zip(chunk, self._verdicts(chunk, seen), strict=True):
             record = checked.record
-            if verdict.status == "same":
+            if verdict.status in ("same", "kept"):
                 continue
             if verdict.status == "conflict":  # the store changed since the check
                 raise Conflict(f"line {line}: {records.describe(checked.key)} {verdict.detail} (it changed "

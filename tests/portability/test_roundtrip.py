@@ -223,3 +223,31 @@ def test_a_file_staged_in_the_imports_folder_is_imported_by_name(source: tuple[I
         plain = httpx.post(app.base_url + "/api/v1/imports", content=b"x", headers={"content-type": "text/csv"},
                            timeout=30)
         assert plain.status_code == 400 and plain.json()["field"] == "body", plain.text
+
+
+def test_a_whole_export_merges_into_an_appliance_that_holds_memories(source: tuple[InProcess, str],
+                                                                     tmp_path: Path) -> None:
+    with serve_in_process(tmp_path / "data", None) as app:
+        async def store(session: Any) -> dict[str, Any]:
+            return await call(session, "kumiho_memory_store", user_text="The router reboots on Sundays",
+                              title="Router reboots", space_path="house")
+
+        mine = in_http_session(app.base_url, store)
+        job = upload(app, source[1])
+        assert job["state"] == "done", job
+        # the memory project, its root space and the space both stored into are this appliance's own: kept,
+        # not conflicts
+        assert job["result"]["kept"] == 3 and job["result"]["adopted"] == 0, job["result"]
+        graph = app.services.graph
+        assert graph.get_item(mine["item_kref"]).item_name
+        assert graph.get_item("kref://Alpha/notes/plan.note").metadata["priority"] == "high"
+        assert upload(app, source[1])["result"]["new"] == {}
+
+
+def test_an_upload_larger_than_the_body_limit_is_refused(source: tuple[InProcess, str], tmp_path: Path) -> None:
+    with serve_in_process(tmp_path / "data", None, http={"max_body_bytes": 1024}) as app:
+        answer = httpx.post(app.base_url + "/api/v1/imports", content=source[1].encode(), headers=NDJSON,
+                            timeout=30)
+        assert answer.status_code == 413, answer.text
+        assert "http.max_body_bytes" in answer.json()["detail"]
+        assert app.services.jobs.list(kind="import") == []
