@@ -125,6 +125,12 @@ class PortableStore(StoreBase):
             "MATCH (e:Event) WHERE e.seq > $after AND e.seq <= $upto RETURN e ORDER BY e.seq",
             {"after": after, "upto": after + limit}))]
 
+    def portable_next_event_seq(self, after: int) -> int | None:
+        """The first sequence number after ``after`` (events may have been pruned), or None."""
+        found = self._engine.read(lambda tx: tx.scalar("MATCH (e:Event) WHERE e.seq > $after RETURN min(e.seq)",
+                                                       {"after": after}))
+        return None if found is None else int(found)
+
     def portable_events_at(self, earliest: str, latest: str) -> list[Row]:
         """Events whose time lies in [earliest, latest] (an import's check for events it already holds)."""
         return [r[0] for r in self._engine.read(lambda tx: tx.rows(

@@ -69,7 +69,14 @@ def _body(graph: GraphStore, artifact_root: Path, only: str) -> Iterator[str]:
             if _within(row["member"], only):
                 yield records.encode(records.member_record(row))
     after = -1
-    while events := graph.portable_events(after, EVENT_PAGE):
+    while True:
+        events = graph.portable_events(after, EVENT_PAGE)
+        if not events:  # the end, or a gap in the sequence (events pruned by retention): skip it
+            following = graph.portable_next_event_seq(after)
+            if following is None:
+                break
+            after = following - 1
+            continue
         for node in events:
             if not only or _event_of(node["kref"], only):
                 yield records.encode(records.event_record(node))

@@ -67,3 +67,19 @@ def test_a_carried_file_whose_bytes_do_not_match_is_refused(exported: tuple[Path
     with GraphStore.open(tmp_path / "target" / "graph.kuzu") as graph, pytest.raises(
             InvalidArgument, match=rf"line {index + 1}, field file.content_base64: the bytes do not match"):
         importer.Importer(graph, tmp_path / "target" / "artifacts").run(path)
+
+
+def test_events_after_a_gap_in_the_sequence_are_exported(exported: tuple[Path, Path]) -> None:
+    """Events pruned by retention leave a gap in their sequence numbers larger than a page."""
+    root, _ = exported
+    with GraphStore.open(root / "graph.kuzu") as graph:
+        engine = graph._engine  # test setup: events a retention pass removed (no public call deletes events)
+        engine.write(lambda tx: tx.run("UNWIND range(1, 2500) AS n CREATE (:Event {at: '2026-01-01T00:00:00+00:00', "
+                                       "routing_key: 'test.pruned', kref: '', author: 'local', details: '{}'})"))
+        engine.write(lambda tx: tx.run("MATCH (e:Event) WHERE e.seq >= 5 DELETE e"))
+        graph.create_project("Later")
+        events = [json.loads(line) for line in exporter.export_lines(graph, root / "artifacts")
+                  if '"type":"event"' in line]
+    assert [e["seq"] for e in events][:5] == [0, 1, 2, 3, 4]
+    assert events[-1]["routing_key"] == "project.created" and events[-1]["kref"] == "kref://Later"
+    assert events[-1]["seq"] > 2500

@@ -122,6 +122,7 @@ def test_export_then_import_into_an_empty_appliance_then_export_gives_the_same_f
     app, job = target
     assert job["state"] == "done", job
     assert job["result"]["adopted"] >= 1  # the memory project the fresh appliance made at its first start
+    assert job["kind"] == "import" and job["progress"]["done"] == job["progress"]["total"] > 0, job
     again = export(app)
     assert comparable(again, app.services.data_dir.root) == comparable(source[1], source[0].services.data_dir.root)
     assert json.loads(again.splitlines()[0])["exported_at"] != json.loads(source[1].splitlines()[0])["exported_at"]
