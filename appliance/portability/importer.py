@@ -103,9 +103,10 @@ class Importer:
         self.progress = progress or (lambda done, total, note: None)
         self.cancelled = cancelled or (lambda: False)
 
-    def run(self, path: Path, dry_run: bool = False) -> dict[str, Any]:
-        """Check the whole file, then (unless ``dry_run``) write it; the counts. InvalidArgument (lines and
-        fields) or Conflict (records the store holds otherwise) before anything is written."""
+    def run(self, path: Path, dry_run: bool = False) -> dict[str, Any] | None:
+        """Check the whole file, then (unless ``dry_run``) write it; the counts, or None when cancelled (between
+        two batches: the batches before are written). InvalidArgument (lines and fields) or Conflict (records
+        the store holds otherwise) before anything is written."""
         size = path.stat().st_size
         total = size if dry_run else 2 * size
         seen, outcome = _Seen(), Outcome()
@@ -115,7 +116,7 @@ class Importer:
                     self._note(line, checked, verdict, seen, outcome)
                 self.progress(offset, total, "checking")
                 if self.cancelled():
-                    return outcome.summary(dry_run)
+                    return None
         except LineError as exc:  # the file as a whole (its header, its end): the check stops here
             outcome.error(exc.message)
         if not outcome.error_count:
@@ -136,7 +137,7 @@ class Importer:
             self._write_with_retries(chunk, seen, written)
             self.progress(size + offset, total, "writing")
             if self.cancelled():
-                break
+                return None
         outcome.files_written = written.files_written
         return outcome.summary(False)
 

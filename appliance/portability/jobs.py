@@ -20,7 +20,7 @@ def start_import(services: Services, path: Path, *, dry_run: bool, remove_after:
     caller = current_caller().doing("import")  # the job runs on a worker thread: who asked travels with it
     artifact_root = services.data_dir.root / "artifacts"
 
-    def work(job: Job) -> dict[str, Any]:
+    def work(job: Job) -> dict[str, Any] | None:
         importer = Importer(services.graph, artifact_root,
                             progress=lambda done, total, note: job.progress(done, total, note),
                             cancelled=job.cancel.is_set)
