@@ -4,12 +4,14 @@ Both go through ``cli_connect.connect``: the running appliance over HTTP, or (no
 opening the data directory and serving the same routes. Export streams ``GET /api/v1/export`` into FILE
 (written beside it first and renamed once complete, so FILE is never a partial export). Import copies FILE into
 the data directory's ``imports/`` folder, starts ``POST /api/v1/imports`` naming it, follows the job with a
-progress bar and removes the copy.
+progress bar and removes the copy (when this user may not write there, it sends the file as the request's
+body instead, up to the appliance's body limit).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -75,15 +77,20 @@ def run_import(args: argparse.Namespace, settings: Settings) -> int:
     if not source.is_file():
         raise InvalidArgument(f"file: {source} is not a file", field="file")
     with connect(settings) as client:
-        folder = staging.imports_dir(client.data_dir)
-        make_dirs(folder)
-        staged = folder / f"cli-{uuid.uuid4().hex[:12]}.jsonl"
+        staged = staging.imports_dir(client.data_dir) / f"cli-{uuid.uuid4().hex[:12]}.jsonl"
         try:
-            shutil.copyfile(source, staged)
-            job = client.call("POST", "/api/v1/imports", json={"file": staged.name, "dry_run": args.dry_run})
+            try:
+                make_dirs(staged.parent)
+                shutil.copyfile(source, staged)
+            except PermissionError:  # the appliance runs as another user: send the file (up to the body limit)
+                job = client.call("POST", "/api/v1/imports", params={"dry_run": str(args.dry_run).lower()},
+                                  content=source.read_bytes(), headers={"content-type": "application/x-ndjson"})
+            else:
+                job = client.call("POST", "/api/v1/imports", json={"file": staged.name, "dry_run": args.dry_run})
             done = client.follow_job(job["job_id"], "check" if args.dry_run else "import")
         finally:
-            staged.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                staged.unlink(missing_ok=True)
     result = done.get("result") or {}
     if args.json:
         print(json.dumps(result, indent=2))
