@@ -161,6 +161,10 @@ bench-hygiene: install
 bench-console: install
 	$(BIN)/python benchmarks/console_bench.py
 
+# Export and import rates at 1k and 10k memories (JSON).
+bench-portability: install
+	$(BIN)/python benchmarks/portability_bench.py
+
 # LoCoMo evidence recall by search mode; DATA= another LoCoMo-format file to evaluate on it
 DATA ?= ../shared/bench/locomo-dev.json
 bench-recall: install

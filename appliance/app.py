@@ -29,6 +29,7 @@ from appliance.admin_api.hygiene import HygieneController
 from appliance.admin_api.jobs import JobsController, MovedJobsController
 from appliance.admin_api.kumiho_rest import KumihoRestController
 from appliance.admin_api.openapi import document_problems
+from appliance.admin_api.portability import PortabilityController
 from appliance.admin_api.search import SearchController
 from appliance.admin_api.ui import ui_router
 from appliance.config import Settings
@@ -250,7 +251,7 @@ def build_app(services: Services) -> ApplianceApp:
     litestar = Litestar(
         route_handlers=[HealthController, SearchController, JobsController, mcp_endpoint,
                         KumihoRestController, EventsController, ConsoleController, MovedJobsController, ui_router(),
-                        HygieneController],
+                        HygieneController, PortabilityController],
         lifespan=[run_mcp],
         state=State({"services": services, "health": health}),
         exception_handlers=HANDLERS,  # type: ignore[arg-type]  # each handler takes its own exception class

@@ -14,7 +14,7 @@ import urllib.parse
 from collections.abc import Sequence
 from dataclasses import asdict
 
-from appliance import __version__
+from appliance import __version__, cli_portability
 from appliance import cli_hygiene as hygiene_cli
 from appliance.config import Settings, load_settings, render_toml, resolve_config_path
 from appliance.core import redaction
@@ -58,6 +58,7 @@ def _parser() -> argparse.ArgumentParser:
 
     models_cli.add_parser(commands)
     hygiene_cli.add_parser(commands)
+    cli_portability.add_parsers(commands)
     commands.add_parser("version", help="print the version")
     return parser
 
@@ -215,7 +216,8 @@ def cmd_config(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handlers = {"serve": cmd_serve, "mcp": cmd_mcp, "doctor": cmd_doctor, "config": cmd_config, "reindex": cmd_reindex,
-                "redact": cmd_redact,
+                "redact": cmd_redact, "export": lambda a: cli_portability.run_export(a, _settings(a)),
+                "import": lambda a: cli_portability.run_import(a, _settings(a)),
                 "models": lambda a: models_cli.run(a, _settings(a)),
                 "hygiene": lambda a: hygiene_cli.run(a, _settings(a)), "version": lambda _: print(__version__) or 0}
     try:

@@ -7,6 +7,7 @@
       index.damaged-<UTC time>/  a damaged index, moved aside when it was rebuilt (kept for the operator)
       artifacts/  files the appliance writes itself (transcripts, reports, logs)
       working/    persisted working memory of open sessions
+      imports/    export files staged for an import (created by the first one; see appliance.portability)
       token       bearer token for requests from beyond loopback (0600)
       server.json where the running appliance listens ({pid, host, port}); gone when it stops, and
                   stale (ignored, then replaced) when its owner was killed

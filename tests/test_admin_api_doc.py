@@ -113,7 +113,7 @@ def seeded(appliance: Running) -> dict[str, str]:
         mcp.close()
     jobs = _jobs(appliance.base_url)
     assert jobs, "the seed started no job"
-    return {"JOB_ID": jobs[0]["job_id"]}
+    return {"JOB_ID": jobs[0]["job_id"], "KUMIHO_CE_DATA_DIR": str(appliance.data_dir)}
 
 
 def _jobs(base_url: str) -> list[dict[str, str]]:

@@ -35,6 +35,7 @@ from appliance.graph.engine import KuzuEngine, Tx
 from appliance.graph.links import LinkStore
 from appliance.graph.outbox import OutboxStore
 from appliance.graph.overview import OverviewStore
+from appliance.graph.portable import PortableStore
 from appliance.graph.resolve import item_node, locate, locate_revision, space_node
 
 T = TypeVar("T")
@@ -44,7 +45,7 @@ _KEYS = {"Project": "name", "Space": "path", "Item": "id", "Revision": "id", "Ar
 _COUNTED = ("Project", "Space", "Item", "Revision", "Artifact", "Event")
 
 
-class GraphStore(BundleStore, ArtifactStore, LinkStore, OutboxStore, OverviewStore):
+class GraphStore(BundleStore, ArtifactStore, LinkStore, OutboxStore, OverviewStore, PortableStore):
     @classmethod
     def open(
         cls, path: Path, *, buffer_pool_mb: int = 256, readers: int = 4, clock: Clock = utc_now,

@@ -13,6 +13,7 @@ The MCP tools' memories elsewhere in the graph are not hygiene's: Dream State ma
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -92,7 +93,7 @@ class HygieneService:
             if job is not None and job.cancel.is_set():
                 result["complete"] = False  # the next pass finishes: it plans from what the graph holds
                 break
-            archived, purged = self.graph.atomic(lambda batch=batch: self._apply(batch, now))
+            archived, purged = self.graph.atomic(functools.partial(self._apply, batch, now))
             result["archived"] += archived
             result["purged"] += purged
             done += len(batch)
