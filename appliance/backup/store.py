@@ -117,7 +117,7 @@ class Backups:
         name, n = base, 1
         while (self.directory / name).exists():
             n += 1
-            name = base.replace(".tar", f"-{n}.tar")
+            name = base.replace(".tar.gz", f"-{n}.tar.gz")
         return name
 
     def list(self) -> list[BackupInfo]:
