@@ -24,6 +24,7 @@ import json
 import os
 import re
 import tarfile
+import zlib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
@@ -171,7 +172,7 @@ def read_manifest(archive: Path) -> Manifest:
     try:
         with tarfile.open(archive, mode="r|*") as tar:
             return _first_manifest(tar, archive.name)
-    except (tarfile.TarError, OSError, EOFError) as exc:
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
         raise InvalidArgument(f"archive: {archive.name} cannot be read as a tar file ({exc}); it is not a "
                               "kumiho-ce backup or it is damaged", field="archive") from None
 
@@ -222,7 +223,7 @@ def verify(archive: Path, progress: Progress | None = None, extract_to: Path | N
                 if digest.hexdigest() != entry.sha256:
                     raise _bad(where, entry.path, "does not match its sha256 in the manifest (the archive is "
                                "damaged)")
-    except (tarfile.TarError, EOFError, OSError) as exc:
+    except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
         last = seen[-1] if seen else MANIFEST
         raise InvalidArgument(f"archive: {where} is damaged or truncated at {last} ({exc}); the archive was "
                               "refused and nothing was changed", field="archive") from None

@@ -12,8 +12,8 @@ from tests.inprocess import InProcess, wait_job
 
 def store(services: Services, marker: str, project: str = "demo") -> str:
     """Store a memory whose text carries ``marker``; its item kref."""
-    answer = services.perform("kumiho_memory_store", {"project": project, "space_path": "notes",
-                                                      "title": f"note {marker}", "user_text": f"kiwi {marker} remembers"})
+    answer = services.perform("kumiho_memory_store", {
+        "project": project, "space_path": "notes", "title": f"note {marker}", "user_text": f"kiwi {marker} remembers"})
     assert answer.get("stored"), answer
     return str(answer["item_kref"])
 
