@@ -2,12 +2,14 @@
 
 The order is what makes the cut consistent without stopping anything:
 
+0. A first pass, with nothing paused, copies the index's files and hard-links the artifact files; the steps
+   below then only copy what changed since.
 1. The index worker is paused (it is the index's only writer, and the only one that sets the graph's outbox
-   flags): the index is copied, and stays as copied until step 3.
+   flags): the index's copy is brought up to date, and the index stays as copied until step 3.
 2. Inside one hold of the graph's single writer (writes queue, reads go on) the graph is checkpointed and its
-   files copied, the artifact files are hard-linked (instant; copied where linking fails) and the graph's
-   counts read. Every write acknowledged before the hold began is in the copy; artifact files are written
-   before the commit that names them, so every file the copied graph names is there.
+   files copied, the artifact files written since the first pass are hard-linked (copied where linking fails)
+   and the graph's counts read. Every write acknowledged before the hold began is in the copy; artifact files
+   are written before the commit that names them, so every file the copied graph names is there.
 3. The index worker resumes. Because it was paused across both copies, the copied outbox flags say exactly
    which revisions the copied index lacks: the first index round after a restore writes them.
 4. Working memory is copied with SQLite's online backup (its own consistent cut; it is independent of the
@@ -38,6 +40,7 @@ from pydantic import BaseModel, SecretStr
 from appliance.backup.archive import CONFIG
 from appliance.config import Settings
 from appliance.datadir import DataDir
+from appliance.errors import StorageError
 from appliance.fsutil import TEMP_SUFFIX
 from appliance.graph.engine import Tx
 
@@ -93,25 +96,41 @@ class Cut:
     notes: dict[str, str]
 
 
-def capture(sources: Sources) -> Cut:
-    """Stage a consistent copy of graph, index, artifacts, working memory and configuration (see the module)."""
+def capture(sources: Sources, *, checkpoint: bool = True) -> Cut:
+    """Stage a consistent copy of graph, index, artifacts, working memory and configuration (see the module).
+
+    The slow part of each copy happens first with nothing paused: the index's files are copied and the artifact
+    files linked. Then, paused and held, only what changed since is copied again (LanceDB writes new files and
+    rarely rewrites one; artifact files are never rewritten), so the pause and the hold stay short."""
     root = sources.data_dir.root
     remove_stale_staging(root)
     staging = root / f"{STAGING_PREFIX}{uuid.uuid4().hex[:12]}"
     staging.mkdir(mode=0o700)
     began = time.perf_counter()
     held: dict[str, Any] = {}
+    index_copy = TreeCopy(root / "index", staging / "index")
+    artifacts = TreeCopy(root / "artifacts", staging / "artifacts", link=True)
     try:
+        index_copy.sync()  # the first pass: nothing paused
+        artifacts.sync()
+        prepared = time.perf_counter()
         with sources.index_paused():
             paused_at = time.perf_counter()
-            _copy_tree(root / "index", staging / "index")
+            index_copy.sync()  # what the index worker wrote during the first pass
 
             def in_hold(tx: Tx) -> None:
                 started = time.perf_counter()
+                held["checkpointed"] = _checkpoint(tx) if checkpoint else False
+                copied = time.perf_counter()
                 held["wal"] = _copy_graph(sources.data_dir, staging / "graph")
-                held["linked"] = _link_tree(root / "artifacts", staging / "artifacts")
+                graph_copied = time.perf_counter()
+                artifacts.sync()  # files of writes committed since the first pass
+                linked = time.perf_counter()
                 held["version"], held["counts"] = _version_and_counts(tx)
-                held["seconds"] = time.perf_counter() - started
+                ended = time.perf_counter()
+                held["timings"] = {"checkpoint": copied - started, "graph_copy": graph_copied - copied,
+                                   "artifacts_in_hold": linked - graph_copied, "counts": ended - linked,
+                                   "writes_held": ended - started}
 
             sources.hold_graph(in_hold)
             index_paused = time.perf_counter() - paused_at
@@ -124,13 +143,25 @@ def capture(sources: Sources) -> Cut:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     counts = dict(held["counts"])
-    counts["index_files"] = sum(1 for _ in _files(staging / "index"))
-    counts["artifact_files"] = sum(1 for _ in _files(staging / "artifacts"))
+    counts["index_files"] = index_copy.files
+    counts["artifact_files"] = artifacts.files
     notes = {"graph": "checkpointed" if not held["wal"] else
-             "the write-ahead log is included (readers kept the checkpoint from running); it is replayed on open"}
+             "with its write-ahead log, which is replayed when the graph opens"}
     return Cut(staging, held["version"], counts,
-               {"index_paused": index_paused, "writes_held": held["seconds"], "working": working,
-                "total": time.perf_counter() - began}, notes)
+               {**held["timings"], "first_pass": prepared - began, "index_paused": index_paused,
+                "working": working, "total": time.perf_counter() - began}, notes)
+
+
+def _checkpoint(tx: Tx, attempts: int = 3) -> bool:
+    """Fold the write-ahead log into the database file, so that the copy is one file; False when readers kept
+    it from running (Kùzu waits a bounded time for them): the log is copied with the file then."""
+    for attempt in range(attempts):
+        try:
+            tx.run("CHECKPOINT")
+            return True
+        except StorageError as exc:
+            log.info("backup: checkpoint postponed (attempt %d): %s", attempt + 1, exc.message)
+    return False
 
 
 def remove_stale_staging(root: Path) -> None:
@@ -140,8 +171,7 @@ def remove_stale_staging(root: Path) -> None:
 
 
 def _copy_graph(data_dir: DataDir, target: Path) -> bool:
-    """Copy the database file (and its write-ahead log when the checkpoint could not run); True when a log was
-    copied."""
+    """Copy the database file, and its write-ahead log when it holds anything; True when a log was copied."""
     target.mkdir(mode=0o700)
     source = data_dir.graph_path
     shutil.copyfile(source, target / source.name)
@@ -152,32 +182,59 @@ def _copy_graph(data_dir: DataDir, target: Path) -> bool:
     return False
 
 
-def _copy_tree(source: Path, target: Path) -> None:
-    if source.is_dir():
-        shutil.copytree(source, target, copy_function=shutil.copyfile)
-    else:
-        target.mkdir(mode=0o700)
+class TreeCopy:
+    """Brings ``target`` to the files of ``source`` as they are now, doing only what changed since the last
+    ``sync``: a file is (re)copied when its size or modification time differs from what it was when last copied,
+    and removed when it disappeared. With ``link``, files are hard-linked instead (for files never rewritten in
+    place: a write goes to a temporary file renamed over the name, so a link keeps the content as of now);
+    copied where linking fails (another file system, or one without links)."""
 
+    def __init__(self, source: Path, target: Path, *, link: bool = False) -> None:
+        self.source, self.target, self.link = source, target, link
+        self._copied: dict[Path, tuple[int, int]] = {}  # relative path → (size, mtime_ns) when copied
+        target.mkdir(mode=0o700, exist_ok=True)
 
-def _link_tree(source: Path, target: Path) -> int:
-    """Hard-link every finished file under ``source`` into ``target`` (artifact files are never changed in
-    place: a write goes to a temporary file renamed over the name, so a link keeps the content as of now).
-    Copies where linking fails (another file system, a file system without links). Returns files linked."""
-    target.mkdir(mode=0o700)
-    linked = 0
-    for path in _files(source):
-        if path.name.endswith(TEMP_SUFFIX):
-            continue  # a write in flight: not committed, so nothing in the copied graph names it
-        destination = target / path.relative_to(source)
-        destination.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        try:
-            os.link(path, destination)
-            linked += 1
-        except FileNotFoundError:
-            continue  # deleted since the directory was listed (its revision was deleted before the hold)
-        except OSError:
-            shutil.copyfile(path, destination)
-    return linked
+    @property
+    def files(self) -> int:
+        return len(self._copied)
+
+    def sync(self) -> None:
+        present = set()
+        for path in _files(self.source):
+            if path.name.endswith(TEMP_SUFFIX):
+                continue  # a write in flight: not committed, so nothing in the copied graph names it
+            relative = path.relative_to(self.source)
+            try:
+                stat = path.stat()
+            except FileNotFoundError:
+                continue  # removed since the directory was listed
+            present.add(relative)
+            mark = (stat.st_size, stat.st_mtime_ns)
+            if self._copied.get(relative) == mark:
+                continue
+            destination = self.target / relative
+            destination.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            destination.unlink(missing_ok=True)
+            try:
+                self._put(path, destination)
+            except FileNotFoundError:
+                present.discard(relative)
+                continue
+            self._copied[relative] = mark
+        for gone in set(self._copied) - present:
+            (self.target / gone).unlink(missing_ok=True)
+            del self._copied[gone]
+
+    def _put(self, path: Path, destination: Path) -> None:
+        if self.link:
+            try:
+                os.link(path, destination)
+                return
+            except FileNotFoundError:
+                raise
+            except OSError:
+                pass
+        shutil.copyfile(path, destination)
 
 
 def _files(root: Path) -> Iterator[Path]:

@@ -209,30 +209,19 @@ class KuzuEngine:
         self._jobs.put((lambda tx: context.run(job, tx), future))
         return future.result()
 
-    def hold(self, job: Callable[[Tx], T], *, checkpoint_attempts: int = 5) -> T:
-        """Run ``job`` on the writer thread between two transactions, after a checkpoint: no write commits while
-        it runs (writes queue behind it), reads go on. With the checkpoint done the database file holds every
-        committed write; when readers kept it from running (Kùzu waits a bounded time for them), the write-ahead
-        log holds the rest and stays unchanged too. ``job`` may read through its ``Tx`` (each query commits on
-        its own). Backups copy the graph's files here."""
+    def hold(self, job: Callable[[Tx], T]) -> T:
+        """Run ``job`` on the writer thread between two transactions: no write commits while it runs (writes queue
+        behind it), reads go on, and the database file and its write-ahead log stay as they are (only the writer
+        changes them: a commit appends to the log, a checkpoint rewrites the file). ``job`` may read, or run
+        ``CHECKPOINT``, through its ``Tx`` (each statement commits on its own). Backups copy the graph here."""
         if threading.current_thread() is self._writer:
             raise StorageError("a hold cannot run inside a write transaction")
         if self._closed or self.read_only:
             raise StorageError("the graph store is closed or opened read-only")
         future: Future[T] = Future()
         context = contextvars.copy_context()
-        self._jobs.put((_HOLD, lambda: context.run(self._held, job, checkpoint_attempts), future))
+        self._jobs.put((_HOLD, lambda: context.run(job, self._tx), future))
         return future.result()
-
-    def _held(self, job: Callable[[Tx], T], attempts: int) -> T:
-        for attempt in range(attempts):
-            try:
-                self._writer_conn.execute("CHECKPOINT", {})
-                self._checkpoint_due = False
-                break
-            except RuntimeError as exc:
-                log.info("checkpoint before a hold postponed (attempt %d): %s", attempt + 1, exc)
-        return job(self._tx)
 
     def _write_loop(self) -> None:
         tx = self._tx

@@ -86,8 +86,8 @@ class GraphStore(BundleStore, ArtifactStore, LinkStore, OutboxStore, OverviewSto
             self._engine.on_commit.remove(listener)
 
     def hold_writes(self, job: Callable[[Tx], T]) -> T:
-        """Run ``job`` while no write commits (reads go on), the database file checkpointed: see
-        ``KuzuEngine.hold``. Backups take their consistent cut of the graph here."""
+        """Run ``job`` while no write commits (reads go on): see ``KuzuEngine.hold``. Backups take their
+        consistent cut of the graph here."""
         return self._engine.hold(job)
 
     def schema_version(self) -> int:
