@@ -98,7 +98,7 @@ def run(memories: int, repeat: int) -> dict[str, Any]:
 
         return {"memories": memories, "seed_seconds": round(seconds, 1),
                 "writes_held": figure("writes_held"), "index_paused": figure("index_paused"),
-                "in_hold": {name: figure(name) for name in ("checkpoint", "graph_copy", "artifacts_in_hold", "counts")},
+                "in_hold": {name: figure(name) for name in ("graph_copy", "artifacts_in_hold", "counts")},
                 "first_pass": figure("first_pass"),
                 "archive_write": figure("archive"), "staging": figure("total"),
                 "backup_total_ms": [round((b - a) * 1000, 1) for a, b in windows],

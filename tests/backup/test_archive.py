@@ -125,8 +125,9 @@ def test_a_flipped_byte_or_a_truncation_is_refused_by_restore_and_nothing_change
     before = sorted(p.relative_to(data).as_posix() for p in data.rglob("*") if "backups" not in p.parts)
     raw = saved.read_bytes()
     flipped = bytearray(gzip.decompress(raw))
-    manifest_end = flipped.index(b"working/working.sqlite3")  # a byte inside the files, after the manifest
-    flipped[manifest_end + 40_000] ^= 0x01
+    with tarfile.open(fileobj=io.BytesIO(bytes(flipped))) as tar:
+        graph = tar.getmember("graph/graph.kuzu")
+    flipped[graph.offset_data + graph.size // 2] ^= 0x01  # one bit in the middle of the graph's database file
     cases = {"flipped.tar": bytes(flipped), "truncated.tar.gz": raw[: len(raw) * 2 // 3]}
     for name, content in cases.items():
         (tmp_path / name).write_bytes(content)
