@@ -103,7 +103,12 @@ def hydrate_if_empty(settings: Settings, data_dir: DataDir) -> Restored | None:
     """``[memory] auto_hydrate``: when the store is empty, restore the newest snapshot that holds items and
     passes its checksums (an older one when the newest fails). None when nothing was restored."""
     directory = backup_directory(settings)
-    candidates = [info for info in list_archives(directory)
+    try:
+        listed = list_archives(directory)
+    except KumihoError as exc:  # an unreadable snapshot directory must not keep the appliance from starting
+        log.error("auto_hydrate: %s; starting without looking for a snapshot", exc.message)
+        return None
+    candidates = [info for info in listed
                   if info.counts.get("items", 0) > 0 and info.schema_version <= schema.LATEST_VERSION]
     if not candidates or not store_is_empty(data_dir):
         return None
