@@ -86,7 +86,7 @@ class BackupsController(Controller):
     @get("", summary="The backups and snapshots in the backup directory, newest first", sync_to_thread=True)
     def list_backups(self, state: State) -> BackupsResponse:
         backups = state.services.backups
-        found = [BackupView.of(info) for info in backups.list()]
+        found = [BackupView.of(info) for info in backups.listing()]
         return BackupsResponse(backups=found, count=len(found), directory=str(backups.directory))
 
     @get("/{name:str}", summary="Download a backup archive", media_type="application/octet-stream",

@@ -65,7 +65,7 @@ class Snapshots:
         if not self.settings.snapshot_enabled:
             return None
         interval = timedelta(hours=self.settings.snapshot_interval_hours)
-        newest = next((info for info in self.backups.list() if info.reason in ROTATED), None)
+        newest = next((info for info in self.backups.listing() if info.reason in ROTATED), None)
         due = datetime.fromisoformat(newest.created_at) + interval if newest else self._clock()
         return max(due, self._not_before) if self._not_before else due
 

@@ -120,26 +120,26 @@ class Backups:
             name = base.replace(".tar.gz", f"-{n}.tar.gz")
         return name
 
-    def list(self) -> list[BackupInfo]:
+    def listing(self) -> list[BackupInfo]:
         return list_archives(self.directory)
 
     def path_of(self, name: str) -> Path:
         """The archive the listing names ``name`` (the listing's own name is used, never the caller's)."""
-        for info in self.list():
+        for info in self.listing():
             if info.name == name:
                 return self.directory / info.name
         raise NotFound(f"name: no backup is named {name[:256]!r}; GET /api/v1/backups lists them", field="name")
 
     def delete(self, name: str) -> BackupInfo:
         path = self.path_of(name)
-        info = next(info for info in self.list() if info.name == path.name)
+        info = next(info for info in self.listing() if info.name == path.name)
         path.unlink(missing_ok=True)
         log.info("backup %s deleted", path)
         return info
 
     def rotate(self, keep: int) -> list[str]:
         """Delete the scheduled snapshots beyond the newest ``keep``; the names deleted."""
-        scheduled = [info for info in self.list() if info.reason in ROTATED]
+        scheduled = [info for info in self.listing() if info.reason in ROTATED]
         removed = []
         for info in scheduled[keep:]:
             (self.directory / info.name).unlink(missing_ok=True)

@@ -42,7 +42,7 @@ def test_snapshot_enabled_takes_snapshots_as_jobs_and_snapshot_keep_rotates_them
         _wait(lambda: len([j for j in services.jobs.list(kind="snapshot") if j.state == "done"]) >= 4)
         services.snapshots.stop()
         _wait(lambda: not services.jobs.busy())
-        scheduled = [info for info in services.backups.list() if info.reason == "snapshot"]
+        scheduled = [info for info in services.backups.listing() if info.reason == "snapshot"]
         assert len(scheduled) == 2  # four or more taken, the newest two kept
         assert all(info.counts["items"] == 1 for info in scheduled)
         assert all(job.state == "done" for job in services.jobs.list(kind="snapshot"))
@@ -56,7 +56,7 @@ def test_rotation_keeps_backups_made_on_request_and_upgrade_snapshots(tmp_path: 
         first = services.snapshots.take("snapshot")
         second = services.snapshots.take("snapshot")
         hygiene = services.snapshots.take("hygiene")  # what the hygiene pass takes with snapshot_on_hygiene
-        names = {info.name for info in services.backups.list()}
+        names = {info.name for info in services.backups.listing()}
     assert manual.name in names and hygiene.name in names
     assert first.name not in names and second.name not in names  # snapshot_keep = 1: only the newest scheduled one
 
@@ -195,4 +195,4 @@ def test_no_migration_when_the_snapshot_cannot_be_written(tmp_path: Path) -> Non
 
 def test_a_new_graph_is_created_without_a_snapshot(tmp_path: Path) -> None:
     with serve_in_process(tmp_path / "data", None) as app:
-        assert app.services.backups.list() == []  # nothing to upgrade: no snapshot
+        assert app.services.backups.listing() == []  # nothing to upgrade: no snapshot
