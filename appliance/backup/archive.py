@@ -168,7 +168,10 @@ def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
 
 
 def read_manifest(archive: Path) -> Manifest:
-    """The manifest alone (the first member), without reading the rest: for listings."""
+    """The manifest alone (the first member), without reading the rest: for listings. FileNotFoundError when
+    the file is gone."""
+    if not archive.exists():
+        raise FileNotFoundError(archive)
     try:
         with tarfile.open(archive, mode="r|*") as tar:
             return _first_manifest(tar, archive.name)

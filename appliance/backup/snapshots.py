@@ -83,8 +83,8 @@ class Snapshots:
         while not self._stop.is_set():
             try:
                 due = self.next_due()
-            except KumihoError as exc:  # the directory cannot be read: say so, look again later
-                log.error("snapshots: %s", exc.message)
+            except (KumihoError, OSError) as exc:  # the directory cannot be read: say so, look again later
+                log.error("snapshots: %s", exc.message if isinstance(exc, KumihoError) else exc)
                 due = self._clock() + RETRY_AFTER_FAILURE
             assert due is not None  # enabled: the thread only runs then
             wait = (due - self._clock()).total_seconds()

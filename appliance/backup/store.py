@@ -67,10 +67,13 @@ def list_archives(directory: Path) -> list[BackupInfo]:
             continue
         try:
             manifest = archive.read_manifest(path)
+            size = path.stat().st_size
         except InvalidArgument as exc:
             log.info("%s is not listed: %s", path, exc.message)
             continue
-        found.append(BackupInfo(path.name, path.stat().st_size, manifest.created_at, manifest.reason,
+        except FileNotFoundError:  # deleted (rotated) since the directory was read
+            continue
+        found.append(BackupInfo(path.name, size, manifest.created_at, manifest.reason,
                                 manifest.schema_version, manifest.kumiho_ce_version, manifest.counts))
     return sorted(found, key=lambda info: (info.created_at, info.name), reverse=True)
 
