@@ -44,6 +44,7 @@ class IndexWorker:
         self._synced = 0
         self._progress = threading.Condition()
         self._round = threading.Lock()  # held through each round; pause() takes it so no round runs
+        self._pause_wanted = threading.Event()  # a long catch-up (a rebuild) yields between batches
         self._thread = threading.Thread(target=self._loop, name="index-sync", daemon=True)
         self.last_error: str | None = None  # the failed round's error, for the log: clients get ``sync_error()``
         self.last_failed_at: datetime | None = None
@@ -99,10 +100,16 @@ class IndexWorker:
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
         """No index write (and no outbox update in the graph) while the block runs: a round that is running
-        finishes first. Backups copy the index here, and the graph's outbox flags then match that copy."""
-        with self._round:
-            yield
-        self._wake.set()  # commits made meanwhile are indexed now
+        finishes its current batch first. Backups copy the index here, and the graph's outbox flags then match
+        that copy."""
+        self._pause_wanted.set()
+        try:
+            with self._round:
+                self._pause_wanted.clear()
+                yield
+        finally:
+            self._pause_wanted.clear()
+            self._wake.set()  # commits made meanwhile, and a catch-up that yielded, go on now
 
     def wait_idle(self, timeout: float = 30.0) -> bool:
         """Block until everything pending has been indexed (tests, read-your-writes callers)."""
@@ -189,6 +196,9 @@ class IndexWorker:
         is indexed (this round's own mark-indexed commits included), so n is published as synced."""
         written = 0
         while True:
+            if self._pause_wanted.is_set():
+                self._wake.set()  # not caught up: the round after the pause goes on (and nobody is told idle)
+                return written
             with self._progress:
                 seen = self._commits
             self.sync.drop_removed()  # queued before the commits counted in `seen` were announced
