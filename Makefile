@@ -165,6 +165,10 @@ bench-console: install
 bench-portability: install
 	$(BIN)/python benchmarks/portability_bench.py
 
+# Online backup: how long writes are held and the index paused at 1k and 10k memories (JSON)
+bench-backup: install
+	$(BIN)/python benchmarks/backup_bench.py
+
 # LoCoMo evidence recall by search mode; DATA= another LoCoMo-format file to evaluate on it
 DATA ?= ../shared/bench/locomo-dev.json
 bench-recall: install

@@ -21,6 +21,7 @@ from litestar.openapi.plugins import JsonRenderPlugin
 
 from appliance import __version__
 from appliance.admin_api.auth import OPEN_PATHS, checked_token, configured_token, token_guard
+from appliance.admin_api.backups import BackupsController
 from appliance.admin_api.console import ConsoleController
 from appliance.admin_api.errors import HANDLERS, schema_page_not_found
 from appliance.admin_api.events import EventsController
@@ -32,6 +33,10 @@ from appliance.admin_api.openapi import document_problems
 from appliance.admin_api.portability import PortabilityController
 from appliance.admin_api.search import SearchController
 from appliance.admin_api.ui import ui_router
+from appliance.backup.capture import Sources
+from appliance.backup.restore import hydrate_if_empty
+from appliance.backup.snapshots import Snapshots, before_migration
+from appliance.backup.store import Backups, backup_directory
 from appliance.config import Settings
 from appliance.core.ports import ChatModel, Embedder
 from appliance.datadir import DataDir
@@ -87,6 +92,8 @@ class Services:
     operations: Operations
     feed: EventFeed
     hygiene: HygieneService
+    backups: Backups
+    snapshots: Snapshots
 
     def perform(self, name: str, arguments: dict[str, Any] | None = None, client: Client | None = None
                 ) -> dict[str, Any]:
@@ -111,12 +118,15 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
     data_dir.ensure()
     with data_dir.lock():
         data_dir.clear_runtime()  # whatever server.json says now, a killed owner left it: the lock was free
+        if settings.memory.auto_hydrate:
+            hydrate_if_empty(settings, data_dir)  # before the graph opens: an empty store takes the newest snapshot
         graph = GraphStore.open(
             data_dir.graph_path,
             buffer_pool_mb=settings.graph.buffer_pool_mb,
             readers=settings.graph.readers,
             default_project=settings.kumiho.default_project,
             statements_per_connection=settings.graph.statements_per_connection,
+            before_migration=before_migration(settings, data_dir),  # a snapshot first; none written, no upgrade
         )
         try:
             # before anything writes: files of writes a crash interrupted (the graph is consistent by now)
@@ -136,21 +146,27 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
             jobs.subscribe(feed.job_changed)
             jobs.start()
             maintenance: Maintenance | None = None
+            backups = Backups(backup_directory(settings),
+                              Sources(data_dir, settings, graph.hold_writes, worker.paused, working.backup_to))
+            snapshots = Snapshots(backups, jobs, settings.memory)
             try:
                 search = SearchService(index, embedder)
                 parts = service_parts(settings, data_dir, graph, search, worker, working, model, jobs)
-                # before_pass: the snapshot taken first when [memory] snapshot_on_hygiene is set
-                hygiene = HygieneService(graph, jobs, settings.memory, settings.kumiho.default_project)
+                # the snapshot taken first when [memory] snapshot_on_hygiene is set
+                hygiene = HygieneService(graph, jobs, settings.memory, settings.kumiho.default_project,
+                                         before_pass=lambda: snapshots.take("hygiene"))
                 maintenance = Maintenance(parts.maintenance, jobs, settings.maintenance,
                                           settings.kumiho.default_project, consolidator=parts.consolidator,
                                           hygiene=hygiene)
                 maintenance.start()
+                snapshots.start()
                 built = tuple(families(parts))
                 yield Services(settings, data_dir, graph, index, search, worker, working, built, jobs, model,
                                maintenance, Operations(handlers(built), settings.kumiho.default_project), feed,
-                               hygiene)
+                               hygiene, backups, snapshots)
             finally:
                 feed.close()  # no event stream outlives the stores (the server ends them earlier: runner.run)
+                snapshots.stop()
                 if maintenance is not None:
                     maintenance.stop()
                 jobs.stop()
@@ -251,7 +267,7 @@ def build_app(services: Services) -> ApplianceApp:
     litestar = Litestar(
         route_handlers=[HealthController, SearchController, JobsController, mcp_endpoint,
                         KumihoRestController, EventsController, ConsoleController, MovedJobsController, ui_router(),
-                        HygieneController, PortabilityController],
+                        HygieneController, PortabilityController, BackupsController],
         lifespan=[run_mcp],
         state=State({"services": services, "health": health}),
         exception_handlers=HANDLERS,  # type: ignore[arg-type]  # each handler takes its own exception class

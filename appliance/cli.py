@@ -1,4 +1,5 @@
-"""The ``kumiho-ce`` command line: serve | mcp | doctor | config show | reindex | redact | version.
+"""The ``kumiho-ce`` command line: serve | mcp | doctor | config show | reindex | redact | backup | restore |
+snapshots | version.
 
 Errors the user can act on print one line (``kumiho-ce: error: …``) and exit with status 2; nothing
 prints a stack trace unless ``--debug`` asks for it.
@@ -14,7 +15,7 @@ import urllib.parse
 from collections.abc import Sequence
 from dataclasses import asdict
 
-from appliance import __version__, cli_portability
+from appliance import __version__, cli_backup, cli_portability
 from appliance import cli_hygiene as hygiene_cli
 from appliance.config import Settings, load_settings, render_toml, resolve_config_path
 from appliance.core import redaction
@@ -59,6 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     models_cli.add_parser(commands)
     hygiene_cli.add_parser(commands)
     cli_portability.add_parsers(commands)
+    cli_backup.add_parsers(commands)
     commands.add_parser("version", help="print the version")
     return parser
 
@@ -218,6 +220,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     handlers = {"serve": cmd_serve, "mcp": cmd_mcp, "doctor": cmd_doctor, "config": cmd_config, "reindex": cmd_reindex,
                 "redact": cmd_redact, "export": lambda a: cli_portability.run_export(a, _settings(a)),
                 "import": lambda a: cli_portability.run_import(a, _settings(a)),
+                "backup": lambda a: cli_backup.cmd_backup(a, _settings(a)),
+                "restore": lambda a: cli_backup.cmd_restore(a, _settings(a)),
+                "snapshots": lambda a: cli_backup.cmd_snapshots(a, _settings(a)),
                 "models": lambda a: models_cli.run(a, _settings(a)),
                 "hygiene": lambda a: hygiene_cli.run(a, _settings(a)), "version": lambda _: print(__version__) or 0}
     try:

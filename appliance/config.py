@@ -108,10 +108,23 @@ class MemorySettings(_Section):
     response_cache_ttl_minutes: int = Field(60, ge=0, description="response cache entry lifetime")
     response_cache_max_entries: int = Field(5000, ge=0, description="response cache size")
     response_cache_hot_entries: int = Field(256, ge=0, description="in-memory LRU tier of the cache")
-    snapshot_enabled: bool = Field(False, description="snapshot export for backups")
+    snapshot_enabled: bool = Field(False, description="take a snapshot (a full backup archive, as `kumiho-ce "
+                                   "backup` writes) into snapshot_dir every snapshot_interval_hours, as a job "
+                                   "of kind snapshot")
+    snapshot_dir: Path | None = Field(None, description="where snapshots, backups made through the API and the "
+                                      "snapshot before a schema upgrade are kept; unset = backups/ in the data "
+                                      "directory")
+    snapshot_interval_hours: float = Field(24.0, gt=0, le=8760, description="hours between scheduled snapshots "
+                                           "(counted from the newest one in snapshot_dir, so a restart does not "
+                                           "reset it)")
+    snapshot_keep: int = Field(7, ge=1, le=1000, description="scheduled snapshots kept: older ones are deleted "
+                               "after each new one (backups made on request and upgrade snapshots are kept "
+                               "until you delete them)")
     snapshot_on_hygiene: bool = Field(False, description="take a snapshot before each hygiene pass that may "
                                       "change entries (not before a dry run); a failed snapshot stops the pass")
-    auto_hydrate: bool = Field(True, description="hydrate from a snapshot when the store is empty")
+    auto_hydrate: bool = Field(True, description="at start, when the store is empty (no graph yet, or no "
+                               "items), restore the newest snapshot in snapshot_dir that holds memories and "
+                               "passes its checksums; false = start empty")
     audit_enabled: bool = Field(False, description="memory audit trail")
     audit_retention_days: int = Field(30, ge=0, description="audit trail retention")
     policy: MemoryPolicy = Field(default_factory=MemoryPolicy)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,7 +114,20 @@ def seeded(appliance: Running) -> dict[str, str]:
         mcp.close()
     jobs = _jobs(appliance.base_url)
     assert jobs, "the seed started no job"
-    return {"JOB_ID": jobs[0]["job_id"], "KUMIHO_CE_DATA_DIR": str(appliance.data_dir)}
+    return {"JOB_ID": jobs[0]["job_id"], "BACKUP": _backup(appliance.base_url),
+            "KUMIHO_CE_DATA_DIR": str(appliance.data_dir)}
+
+
+def _backup(base_url: str) -> str:
+    """The name of a backup the examples download, refuse to restore and delete."""
+    job = httpx.post(base_url + "/api/v1/backups", timeout=30).json()
+    for _ in range(1200):
+        job = httpx.get(f"{base_url}/api/v1/jobs/{job['job_id']}", timeout=30).json()
+        if job["state"] not in ("queued", "running"):
+            break
+        time.sleep(0.05)
+    assert job["state"] == "done", job
+    return str(job["result"]["name"])
 
 
 def _jobs(base_url: str) -> list[dict[str, str]]:

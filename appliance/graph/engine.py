@@ -26,6 +26,7 @@ from appliance.errors import DataDirError, KumihoError, StorageError
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 _STOP = object()
+_HOLD = object()  # marks a job that runs between transactions (``KuzuEngine.hold``)
 CHECKPOINT_WAL_BYTES = 16 * 1024 * 1024  # Kùzu's own threshold: a larger write-ahead log is checkpointed
 IDLE_CHECKPOINT_SECONDS = 1.0  # how soon an idle writer tries a checkpoint that is due
 
@@ -208,6 +209,20 @@ class KuzuEngine:
         self._jobs.put((lambda tx: context.run(job, tx), future))
         return future.result()
 
+    def hold(self, job: Callable[[Tx], T]) -> T:
+        """Run ``job`` on the writer thread between two transactions: no write commits while it runs (writes queue
+        behind it), reads go on, and the database file and its write-ahead log stay as they are (only the writer
+        changes them: a commit appends to the log, a checkpoint rewrites the file). ``job`` may read, or run
+        ``CHECKPOINT``, through its ``Tx`` (each statement commits on its own). Backups copy the graph here."""
+        if threading.current_thread() is self._writer:
+            raise StorageError("a hold cannot run inside a write transaction")
+        if self._closed or self.read_only:
+            raise StorageError("the graph store is closed or opened read-only")
+        future: Future[T] = Future()
+        context = contextvars.copy_context()
+        self._jobs.put((_HOLD, lambda: context.run(job, self._tx), future))
+        return future.result()
+
     def _write_loop(self) -> None:
         tx = self._tx
         while True:
@@ -218,6 +233,14 @@ class KuzuEngine:
                 continue
             if item is _STOP:
                 return
+            if item[0] is _HOLD:
+                _, held, future = item
+                if future.set_running_or_notify_cancel():
+                    try:
+                        future.set_result(held())
+                    except BaseException as exc:
+                        future.set_exception(exc)
+                continue
             job, future = item
             if not future.set_running_or_notify_cancel():
                 continue

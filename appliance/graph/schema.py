@@ -9,6 +9,7 @@ that upgrades it (``tests/graph/test_migrations.py`` checks that this holds).
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -62,6 +63,10 @@ MIGRATIONS: tuple[Migration, ...] = (
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version
+# called before the first migration of a graph that already holds a schema: (engine, found, newest). It takes
+# the snapshot of the data directory that a failed or unwanted upgrade is recovered from; when it raises, nothing
+# is migrated.
+BeforeMigration = Callable[[KuzuEngine, int, int], object]
 
 
 def current_version(tx: Tx) -> int:
@@ -80,8 +85,10 @@ def read_version(path: Path) -> int:
         engine.close()
 
 
-def migrate(engine: KuzuEngine, migrations: tuple[Migration, ...] = MIGRATIONS) -> list[int]:
-    """Bring the database to the newest schema; return the versions applied now."""
+def migrate(engine: KuzuEngine, migrations: tuple[Migration, ...] = MIGRATIONS,
+            before: BeforeMigration | None = None) -> list[int]:
+    """Bring the database to the newest schema; return the versions applied now. ``before`` runs first when a
+    graph of an older schema is migrated (not when a new graph is created)."""
     engine.write(
         lambda tx: tx.run(
             "CREATE NODE TABLE IF NOT EXISTS SchemaMigration(version INT64 PRIMARY KEY, name STRING, "
@@ -95,6 +102,8 @@ def migrate(engine: KuzuEngine, migrations: tuple[Migration, ...] = MIGRATIONS) 
             f"the graph in {engine.path} has schema version {found}, newer than this kumiho-ce knows "
             f"({newest}); upgrade kumiho-ce or restore a backup made by this version"
         )
+    if before is not None and 0 < found < newest:
+        before(engine, found, newest)
     applied = []
     for migration in migrations:
         if migration.version > found:

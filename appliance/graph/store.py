@@ -50,12 +50,14 @@ class GraphStore(BundleStore, ArtifactStore, LinkStore, OutboxStore, OverviewSto
     def open(
         cls, path: Path, *, buffer_pool_mb: int = 256, readers: int = 4, clock: Clock = utc_now,
         default_project: str = "CognitiveMemory", statements_per_connection: int = 256,
+        before_migration: schema.BeforeMigration | None = None,
     ) -> GraphStore:
-        """Open (or create) the graph at ``path`` and bring its schema up to date."""
+        """Open (or create) the graph at ``path`` and bring its schema up to date (``before_migration``: see
+        ``schema.migrate``)."""
         engine = KuzuEngine(path, buffer_pool_mb=buffer_pool_mb, readers=readers,
                             max_statements=statements_per_connection)
         try:
-            schema.migrate(engine)
+            schema.migrate(engine, before=before_migration)
         except BaseException:
             engine.close()
             raise
@@ -83,6 +85,11 @@ class GraphStore(BundleStore, ArtifactStore, LinkStore, OutboxStore, OverviewSto
     def unsubscribe(self, listener: Callable[[], None]) -> None:
         if listener in self._engine.on_commit:
             self._engine.on_commit.remove(listener)
+
+    def hold_writes(self, job: Callable[[Tx], T]) -> T:
+        """Run ``job`` while no write commits (reads go on): see ``KuzuEngine.hold``. Backups take their
+        consistent cut of the graph here."""
+        return self._engine.hold(job)
 
     def schema_version(self) -> int:
         return self._engine.read(schema.current_version)

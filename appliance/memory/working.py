@@ -136,6 +136,20 @@ class WorkingMemory:
                 self._conn.close()
                 self._conn = None
 
+    def backup_to(self, path: Path) -> None:
+        """A consistent copy of the whole working memory into a new SQLite file at ``path`` (SQLite's online
+        backup: one step under the lock, so no write lands half-way; the copy is a few MB at most)."""
+        with self._lock:
+            conn = self._open_conn()
+            try:
+                target = sqlite3.connect(path)
+                try:
+                    conn.backup(target)
+                finally:
+                    target.close()
+            except sqlite3.Error as exc:
+                raise StorageError(f"working memory: the backup copy failed: {exc}") from exc
+
     def __enter__(self) -> WorkingMemory:
         return self
 

@@ -4,8 +4,10 @@ and rebuilt from the graph (appliance/search/repair.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -41,6 +43,8 @@ class IndexWorker:
         self._commits = 0
         self._synced = 0
         self._progress = threading.Condition()
+        self._round = threading.Lock()  # held through each round; pause() takes it so no round runs
+        self._pause_wanted = threading.Event()  # a long catch-up (a rebuild) yields between batches
         self._thread = threading.Thread(target=self._loop, name="index-sync", daemon=True)
         self.last_error: str | None = None  # the failed round's error, for the log: clients get ``sync_error()``
         self.last_failed_at: datetime | None = None
@@ -93,6 +97,20 @@ class IndexWorker:
     def wake(self) -> None:
         self._wake.set()
 
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """No index write (and no outbox update in the graph) while the block runs: a round that is running
+        finishes its current batch first. Backups copy the index here, and the graph's outbox flags then match
+        that copy."""
+        self._pause_wanted.set()
+        try:
+            with self._round:
+                self._pause_wanted.clear()
+                yield
+        finally:
+            self._pause_wanted.clear()
+            self._wake.set()  # commits made meanwhile, and a catch-up that yielded, go on now
+
     def wait_idle(self, timeout: float = 30.0) -> bool:
         """Block until everything pending has been indexed (tests, read-your-writes callers)."""
         self._idle.clear()
@@ -103,38 +121,49 @@ class IndexWorker:
         first = True
         while not self._stop.is_set():
             self._wake.clear()
-            try:
-                if self._check_due:
-                    self._check_due = False
-                    self._heal()
-                if first:
-                    self.sync.index.resident()  # load the in-memory rows now, not on the first query
-                    repaired = self.sync.repair()
-                    self._written += repaired.indexed
-                    log.info("search index ready: %d rows written, %d stale removed, %d requeued",
-                             repaired.indexed, repaired.removed, repaired.requeued)
-                self._written += self._catch_up()
-                if not self._wake.is_set() and self._compaction_due():
-                    log.debug("index compaction: started")  # these marks let the crash suite aim its kills
-                    self.sync.index.optimize()  # only this thread writes the index: safe while idle
-                    log.debug("index compaction: finished")
-                    self._written = self._writes = 0
-                    self._check_fragments = False
-                first = False
-                self.last_error = None
-            except Exception as exc:  # keep serving; the outbox keeps the work for the next round
-                self.last_error, self.last_failed_at = repair.describe(exc), datetime.now(UTC)
-                if self._heal():
-                    log.warning("index sync failed (%s); the damaged index was replaced", self.last_error)
-                    continue  # the damaged index was replaced: refill the new one at once
-                log.error("index sync failed (%s); retrying in %.0f s", exc, self.interval)
-                log.debug("index sync failure", exc_info=True)
-                self._stop.wait(self.interval)  # back off: a failing round must not spin
+            with self._round:  # a paused worker waits here (see ``paused``)
+                outcome = self._round_once(first)
+            if outcome == "healed":
+                continue  # the damaged index was replaced: refill the new one at once
+            if outcome == "failed":
+                self._stop.wait(self.interval)  # back off (not holding the round): a failing round must not spin
                 continue
+            first = False
             if self._wake.is_set():
                 continue  # a commit landed during the round
             self._idle.set()
             self._wake.wait(self.interval)  # a commit wakes us early; otherwise a periodic round
+
+    def _round_once(self, first: bool) -> str:
+        """One round: repair on the first, catch up with the outbox, compact when due. "ok", "healed" (it
+        failed on a damaged index, which was replaced) or "failed" (the outbox keeps the work for the next)."""
+        try:
+            if self._check_due:
+                self._check_due = False
+                self._heal()
+            if first:
+                self.sync.index.resident()  # load the in-memory rows now, not on the first query
+                repaired = self.sync.repair()
+                self._written += repaired.indexed
+                log.info("search index ready: %d rows written, %d stale removed, %d requeued",
+                         repaired.indexed, repaired.removed, repaired.requeued)
+            self._written += self._catch_up()
+            if not self._wake.is_set() and self._compaction_due():
+                log.debug("index compaction: started")  # these marks let the crash suite aim its kills
+                self.sync.index.optimize()  # only this thread writes the index: safe while idle
+                log.debug("index compaction: finished")
+                self._written = self._writes = 0
+                self._check_fragments = False
+            self.last_error = None
+            return "ok"
+        except Exception as exc:  # keep serving; the outbox keeps the work for the next round
+            self.last_error, self.last_failed_at = repair.describe(exc), datetime.now(UTC)
+            if self._heal():
+                log.warning("index sync failed (%s); the damaged index was replaced", self.last_error)
+                return "healed"
+            log.error("index sync failed (%s); retrying in %.0f s", exc, self.interval)
+            log.debug("index sync failure", exc_info=True)
+            return "failed"
 
     def _heal(self) -> bool:
         """Check the index after a failure; a damaged one is moved aside and every revision requeued. True
@@ -167,6 +196,9 @@ class IndexWorker:
         is indexed (this round's own mark-indexed commits included), so n is published as synced."""
         written = 0
         while True:
+            if self._pause_wanted.is_set():
+                self._wake.set()  # not caught up: the round after the pause goes on (and nobody is told idle)
+                return written
             with self._progress:
                 seen = self._commits
             self.sync.drop_removed()  # queued before the commits counted in `seen` were announced

@@ -54,3 +54,19 @@ def test_the_index_is_optimised_once_enough_rows_were_written(stack: Stack) -> N
     finally:
         worker.stop()
     assert optimised == [3]
+
+
+def test_a_paused_worker_writes_nothing_until_it_resumes(stack: Stack) -> None:
+    """Backups copy the index while the worker is paused: no index write and no outbox change may happen then."""
+    worker = IndexWorker(stack.sync, interval=60)
+    worker.start()
+    try:
+        assert worker.wait_idle(30)
+        with worker.paused():
+            stack.memory("/P/a", "during", "Written while paused", "a note about gliders")
+            assert not worker.wait_synced(timeout=0.5)  # the commit woke it, but no round may run
+            assert stack.graph.pending_count() == 1 and stack.index.count() == 0
+        assert worker.wait_synced(timeout=30)  # resumed: the commit made meanwhile is indexed now
+        assert stack.graph.pending_count() == 0 and stack.index.count() == 1
+    finally:
+        worker.stop()
