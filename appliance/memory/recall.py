@@ -10,10 +10,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from appliance.core.model import Revision
-
 from appliance.core import ranking
 from appliance.core.kref import parse
+from appliance.core.model import Revision
 from appliance.core.ranking import Candidate
 from appliance.core.search import SearchFilter, SearchRequest
 from appliance.errors import NotFound

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from appliance.config import Settings
@@ -323,8 +324,25 @@ class MemoryApi:
                                                                            if i.kref in current else {})]
         for start in range(0, len(doomed), PURGE_CHUNK):
             chunk = doomed[start:start + PURGE_CHUNK]
+            files = self._files_of(chunk)
             self.graph.atomic(lambda chunk=chunk: [self.graph.delete_item(kref, force=True) for kref in chunk])
+            for path in files:  # after the commit: a failed purge keeps every file its entries point to
+                path.unlink(missing_ok=True)
         return len(doomed)
+
+    def _files_of(self, item_krefs: list[str]) -> list[Path]:
+        """The artifact files (under the data directory's artifacts) of every revision of these items."""
+        revisions = [r.kref for kref in item_krefs
+                     for r in every_item(lambda cursor, kref=kref: self.graph.list_revisions(
+                         kref, page_size=PAGE, cursor=cursor))]
+        root = self.writer.artifact_root.resolve()
+        paths = []
+        for found in self.graph.artifacts_of(revisions).values():
+            for artifact in found:
+                path = Path(artifact.location)
+                if path.is_absolute() and path.resolve().is_relative_to(root):
+                    paths.append(path)
+        return paths
 
     # -- health -----------------------------------------------------------------------------------------
     def health(self, namespace: str | None = None) -> dict[str, Any]:
