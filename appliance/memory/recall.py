@@ -20,6 +20,9 @@ from appliance.graph import GraphStore
 from appliance.memory import records
 from appliance.search.service import SearchService
 
+# Recall of conversation memories (engage's and recall's default kind) also finds the Memory API's entries
+# (kind ``memory``, the kind Revka's ``revka memory`` reads): they are memories like any other.
+ALSO_RECALLED = {"conversation": ("memory",)}
 POOL_FACTOR = 4  # search hits per requested result: collapse, filters and diversity need room
 MIN_POOL = 20
 
@@ -98,7 +101,8 @@ class Recaller:
         watch = watch or Stopwatch()
         with watch.stage("search"):
             self.wait_for_index()
-            where = SearchFilter(project=q.project, spaces=q.spaces or ("/" + q.project,), kinds=q.kinds)
+            kinds = tuple(dict.fromkeys(k for kind in q.kinds for k in (kind, *ALSO_RECALLED.get(kind, ()))))
+            where = SearchFilter(project=q.project, spaces=q.spaces or ("/" + q.project,), kinds=kinds)
             pool = q.pool or max(q.limit * POOL_FACTOR, MIN_POOL)
             hits = self.search.search(SearchRequest(q.query, where, "hybrid", limit=pool))
         best: dict[str, float] = {}
