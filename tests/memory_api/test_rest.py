@@ -97,7 +97,8 @@ def test_namespaces_isolate_every_read(mem: Memories) -> None:
     default = mem.recall("parking garage", limit=20)  # the default namespace's space holds the others' spaces
     assert [e["content"] for e in default if e["key"].startswith("iso-")] == ["The parking garage closes at midnight."]
     assert all(e["namespace"] == "default" for e in default)
-    assert "iso-ops-only" not in mem.keys(limit=1000) and mem.keys(namespace="iso-ops") == ["iso-ops-only", "iso-shared"]
+    assert "iso-ops-only" not in mem.keys(limit=1000)
+    assert mem.keys(namespace="iso-ops") == ["iso-ops-only", "iso-shared"]
     assert mem.count(namespace="iso-ops") == 2
     exported = [json.loads(line) for line in mem.client.get(f"{API}/export", params={"namespace": "iso-ops"}).text
                 .splitlines()]
