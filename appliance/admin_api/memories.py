@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from typing import Annotated, Any
 
 from litestar import Controller, Request, Response, delete, get, post
+from litestar.openapi import ResponseSpec
 from litestar.datastructures import State
 from litestar.params import JSONBody, Parameter, QueryParameter
 from litestar.response import Stream
@@ -51,6 +52,8 @@ TimeQuery = Annotated[str | None, QueryParameter(
 KeyPath = Annotated[str, Parameter(description="the entry's key (the rest of the path; percent-encode what a path "
                                               "cannot carry)", max_length=1024)]
 NDJSON = "application/x-ndjson"
+# A store the write filters refuse answers 200 (nothing written) beside the 201 of a stored entry.
+SKIPPED = {200: ResponseSpec(SkippedShape, description="the seed's write filters refused it: nothing was written")}
 
 
 def _api(state: State) -> MemoryApi:
@@ -84,14 +87,14 @@ class MemoriesController(Controller):
     tags = ("memories",)
 
     @post("", summary="Store an entry (201 with it; 200 {stored: false, skipped} when the write filters refuse "
-          "it)", sync_to_thread=True, status_code=201)
+          "it)", sync_to_thread=True, status_code=201, responses=SKIPPED)
     def store(self, request: Request[Any, Any, Any], state: State,
               data: JSONBody[StoreBody]) -> Response[EntryShape | SkippedShape]:
         with _door(request):
             return _stored(_api(state).store(**data.model_dump()))
 
     @post("/procedural", summary="store_procedural: a conversation's messages as one procedural entry",
-          sync_to_thread=True, status_code=201)
+          sync_to_thread=True, status_code=201, responses=SKIPPED)
     def store_procedural(self, request: Request[Any, Any, Any], state: State,
                          data: JSONBody[ProceduralBody]) -> Response[EntryShape | SkippedShape]:
         with _door(request):
