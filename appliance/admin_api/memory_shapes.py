@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from appliance.memory import entries, namespaces
 from appliance.services.memory_api import MAX_LIMIT
@@ -55,7 +55,9 @@ class StoreBody(_Body):
     category: Category = "core"
     namespace: Namespace = None
     session_id: SessionId = None
-    importance: float | None = Field(None, ge=0.0, le=1.0, description="0.0..1.0; raises the recall rank")
+    importance: float | None = Field(None, ge=0.0, le=1.0,
+                                     description="0.0..1.0 (a number: not a string or a boolean); raises the "
+                                                 "recall rank")
     superseded_by: Key | None = Field(None, description="the key of an existing entry that replaces this one")
     supersedes: Key | None = Field(None, description="the key of an existing entry this one replaces")
     metadata: dict[str, Annotated[str, Field(max_length=entries.MAX_EXTRA_VALUE)]] | None = Field(
@@ -63,6 +65,14 @@ class StoreBody(_Body):
         description=f"store_with_metadata: at most {entries.MAX_EXTRA} more names (a letter, then letters, digits, "
                     f"'_', '.', '-'; at most {entries.MAX_EXTRA_NAME} characters) with string values of at most "
                     f"{entries.MAX_EXTRA_VALUE} characters")
+
+
+    @field_validator("importance", mode="before")
+    @classmethod
+    def _a_number(cls, value: object) -> object:
+        if isinstance(value, bool | str):  # pydantic would read false as 0.0 and "0.5" as 0.5
+            raise ValueError("give a number from 0.0 to 1.0")
+        return value
 
 
 class Message(_Body):

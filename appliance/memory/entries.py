@@ -185,8 +185,9 @@ def check_extra(value: object, field: str = "metadata") -> dict[str, str]:
 
 
 def parse_time(value: object, field: str) -> datetime | None:
-    """An RFC 3339 time with its offset ("2026-05-01T12:00:00Z"), in UTC; None when not given."""
-    if value is None or value == "":
+    """An RFC 3339 time with its offset ("2026-05-01T12:00:00Z"), in UTC; None when not given (an empty
+    string is no time: refused)."""
+    if value is None:
         return None
     parsed = None
     if isinstance(value, str) and len(value) <= 64:

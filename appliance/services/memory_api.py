@@ -96,20 +96,27 @@ class MemoryApi:
             return first
         return hashed
 
-    def _live(self, namespace: str) -> list[tuple[Item, Revision]]:
-        """Every live entry directly in the namespace's space, with its current revision."""
+    def _items(self, namespace: str) -> list[Item]:
+        """Every live entry's item directly in the namespace's space, newest first (an item's modified time is
+        its latest revision's): one read of the items, no revision read."""
         space = self.space(namespace)
         try:
             items = every_item(lambda cursor: self.graph.list_items(space, kind_filter=entries.KIND,
                                                                     page_size=PAGE, cursor=cursor))
         except NotFound:  # the space is made by the first store
             return []
-        found: list[tuple[Item, Revision]] = []
+        return sorted(items, key=lambda i: (i.modified_at, i.item_name), reverse=True)
+
+    def _with_revisions(self, items: list[Item]) -> Iterator[tuple[Item, Revision]]:
+        """The items with their current revisions, read a page at a time (items without one are left out)."""
         for start in range(0, len(items), PAGE):
             chunk = items[start:start + PAGE]
             current = self.graph.current_revisions([i.kref for i in chunk])
-            found += [(i, current[i.kref]) for i in chunk if i.kref in current]
-        return found
+            yield from ((i, current[i.kref]) for i in chunk if i.kref in current)
+
+    def _live(self, namespace: str) -> list[tuple[Item, Revision]]:
+        """Every live entry directly in the namespace's space, with its current revision, newest first."""
+        return list(self._with_revisions(self._items(namespace)))
 
     def _entry(self, item: Item, revision: Revision, namespace: str, score: float | None = None) -> Entry:
         return entries.entry_from(item.kref, item.item_name, revision.metadata, revision.created_at, namespace,
@@ -221,17 +228,20 @@ class MemoryApi:
         wanted = entries.parse_category(category) if category else None
         session = entries.check_session_id(session_id) if session_id else None
         found = [self._entry(item, revision, ns) for item, revision in self._live(ns)]
-        found = [e for e in found if (wanted is None or e.category == wanted)
-                 and (session is None or e.session_id == session)
-                 and entries.in_window(e.timestamp, since, until)]
-        return sorted(found, key=lambda e: (e.timestamp, e.key), reverse=True)
+        return [e for e in found if (wanted is None or e.category == wanted)
+                and (session is None or e.session_id == session) and entries.in_window(e.timestamp, since, until)]
 
     def list(self, *, namespace: str | None = None, category: str | None = None, session_id: str | None = None,
              limit: int = 100, offset: int = 0) -> tuple[list[Entry], int]:
         """A page of the namespace's entries (newest first) and how many match in all."""
         _bounded(limit, "limit", 1, MAX_LIMIT)
         _bounded(offset, "offset", 0, MAX_OFFSET)
-        found = self._matching(self.namespace(namespace), category, session_id)
+        ns = self.namespace(namespace)
+        if not category and not session_id:  # no filter on metadata: read the revisions of this page only
+            items = self._items(ns)
+            page = [self._entry(i, r, ns) for i, r in self._with_revisions(items[offset:offset + limit])]
+            return page, len(items)
+        found = self._matching(ns, category, session_id)
         return found[offset:offset + limit], len(found)
 
     def count(self, *, namespace: str | None = None, category: str | None = None,
@@ -271,11 +281,20 @@ class MemoryApi:
                                    r.created_at, ns, c.score) for c, r in ranked]
 
     def export(self, *, namespace: str | None = None, since: object = None, until: object = None
-               ) -> Iterator[Entry]:
-        """Every live entry of the namespace created in [since, until], oldest first."""
+               ) -> Iterator[Entry]:  # not a generator itself: bad arguments raise at the call
+        """Every live entry of the namespace created in [since, until], oldest first, read a page at a time
+        (so that an export of any size streams). The arguments are checked before the first entry."""
         ns = self.namespace(namespace)
         start, end = entries.check_window(since, until)
-        yield from reversed(self._matching(ns, None, None, start, end))
+        items = self._items(ns)[::-1]
+
+        def entries_of() -> Iterator[Entry]:
+            for item, revision in self._with_revisions(items):
+                entry = self._entry(item, revision, ns)
+                if entries.in_window(entry.timestamp, start, end):
+                    yield entry
+
+        return entries_of()
 
     # -- forget and purge -------------------------------------------------------------------------------
     def forget(self, key: object, namespace: str | None = None) -> Entry:

@@ -278,7 +278,7 @@ def test_purge_a_session_and_a_namespace_deletes_for_real(mem: Memories) -> None
     assert mem.count(namespace="purge-other") == 1
 
 
-BAD_STORES: list[tuple[dict[str, Any], str]] = [
+BAD_STORES: list[tuple[dict[str, Any], str]] = [  # the id of each case is the field it names
     ({"content": "no key"}, "key"),
     ({"key": "", "content": "x"}, "key"),
     ({"key": "k" * (entries.MAX_KEY + 1), "content": "x"}, "key"),
@@ -290,6 +290,7 @@ BAD_STORES: list[tuple[dict[str, Any], str]] = [
     ({"key": "k", "content": "x", "importance": 1.5}, "importance"),
     ({"key": "k", "content": "x", "importance": -0.1}, "importance"),
     ({"key": "k", "content": "x", "importance": "high"}, "importance"),
+    ({"key": "k", "content": "", "importance": False}, "importance"),  # a boolean is no number (found by fuzzing)
     ({"key": "k", "content": "x", "namespace": "no/slash"}, "namespace"),
     ({"key": "k", "content": "x", "namespace": "n" * 65}, "namespace"),
     ({"key": "k", "content": "x", "session_id": "s" * (entries.MAX_SESSION_ID + 1)}, "session_id"),
@@ -313,6 +314,7 @@ def test_bad_input_is_a_400_naming_the_field(mem: Memories, body: dict[str, Any]
     ("", {"category": "Bad Label"}, "category"),
     ("/count", {"namespace": "x y"}, "namespace"),
     ("/export", {"since": "not a time"}, "since"),
+    ("/export", {"until": ""}, "until"),  # an empty time is no time (found by fuzzing)
 ])
 def test_bad_query_parameters_are_400s_naming_them(mem: Memories, route: str, params: dict[str, str],
                                                    field: str) -> None:
@@ -323,6 +325,7 @@ def test_bad_recall_bodies_are_400s_naming_the_field(mem: Memories) -> None:
     problem(mem.client.post(f"{API}/recall", json={"query": "x", "limit": 0}), 400, "limit")
     problem(mem.client.post(f"{API}/recall", json={"query": "x" * 2001}), 400, "query")
     problem(mem.client.post(f"{API}/recall", json={}), 400, "query")
+    problem(mem.client.post(f"{API}/recall", json={"query": "x", "since": ""}), 400, "since")
     problem(mem.client.post(f"{API}/purge", json={"namespace": "default"}), 400, "confirm")
 
 
