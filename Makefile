@@ -146,6 +146,9 @@ bench-bounds: install
 bench-kumiho-rest: install
 	$(BIN)/python benchmarks/kumiho_rest_bench.py
 
+bench-memory-api: install
+	$(BIN)/python benchmarks/memory_api_bench.py
+
 bench: install
 	$(BIN)/python benchmarks/graph_bench.py
 	$(BIN)/python benchmarks/http_bench.py

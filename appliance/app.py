@@ -29,6 +29,7 @@ from appliance.admin_api.health import HealthController
 from appliance.admin_api.hygiene import HygieneController
 from appliance.admin_api.jobs import JobsController, MovedJobsController
 from appliance.admin_api.kumiho_rest import KumihoRestController
+from appliance.admin_api.memories import MemoriesController
 from appliance.admin_api.openapi import document_problems
 from appliance.admin_api.portability import PortabilityController
 from appliance.admin_api.search import SearchController
@@ -71,6 +72,7 @@ from appliance.services import Family, Parts, families, handlers
 from appliance.services.calls import Operations
 from appliance.services.hygiene import HygieneService
 from appliance.services.maintenance import MaintenanceService
+from appliance.services.memory_api import MemoryApi
 from appliance.services.model_work import ModelWork
 
 log = logging.getLogger(__name__)
@@ -94,6 +96,7 @@ class Services:
     hygiene: HygieneService
     backups: Backups
     snapshots: Snapshots
+    memory_api: MemoryApi  # seed 001's Memory interface (/api/v1/memories, `kumiho-ce memory`)
 
     def perform(self, name: str, arguments: dict[str, Any] | None = None, client: Client | None = None
                 ) -> dict[str, Any]:
@@ -163,7 +166,8 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
                 built = tuple(families(parts))
                 yield Services(settings, data_dir, graph, index, search, worker, working, built, jobs, model,
                                maintenance, Operations(handlers(built), settings.kumiho.default_project), feed,
-                               hygiene, backups, snapshots)
+                               hygiene, backups, snapshots,
+                               MemoryApi(settings, graph, parts.writer, parts.recaller))
             finally:
                 feed.close()  # no event stream outlives the stores (the server ends them earlier: runner.run)
                 snapshots.stop()
@@ -267,7 +271,7 @@ def build_app(services: Services) -> ApplianceApp:
     litestar = Litestar(
         route_handlers=[HealthController, SearchController, JobsController, mcp_endpoint,
                         KumihoRestController, EventsController, ConsoleController, MovedJobsController, ui_router(),
-                        HygieneController, PortabilityController, BackupsController],
+                        HygieneController, PortabilityController, BackupsController, MemoriesController],
         lifespan=[run_mcp],
         state=State({"services": services, "health": health}),
         exception_handlers=HANDLERS,  # type: ignore[arg-type]  # each handler takes its own exception class

@@ -68,8 +68,12 @@ class SearchSettings(_Section):
 
 
 class MemoryPolicy(_Section):
-    max_entries_per_namespace: int = Field(0, ge=0, description="0 = unlimited")
-    max_entries_per_category: int = Field(0, ge=0, description="0 = unlimited")
+    max_entries_per_namespace: int = Field(0, ge=0, description="most Memory API entries one namespace may hold "
+                                           "(forgotten ones do not count); a store of a new key beyond it is "
+                                           "refused with a 409 and nothing is evicted; 0 = unlimited")
+    max_entries_per_category: int = Field(0, ge=0, description="most Memory API entries of one category within "
+                                          "a namespace; a store beyond it is refused with a 409 and nothing is "
+                                          "evicted; 0 = unlimited")
     read_only_namespaces: list[str] = Field(default_factory=list, description="namespaces that refuse writes")
     retention_days_by_category: dict[str, int] = Field(
         default_factory=dict, description="days an entry of a category stays live before the hygiene pass "
@@ -102,7 +106,9 @@ class MemorySettings(_Section):
                                              "0 = kept")
     min_relevance_score: float = Field(0.4, ge=0.0, le=1.0, description="operator floor on the 0..1 "
                                        "scale every score uses")
-    default_namespace: str = Field("default", description="namespace of entries that name none")
+    default_namespace: str = Field("default", description="namespace of Memory API calls (and `kumiho-ce memory` "
+                                   "commands) that name none; \"default\" is the space Revka's `revka memory` "
+                                   "reads, /<project>/Memory")
     half_life_days: float = Field(7.0, description="recall time-decay half-life in days; ≤ 0 means 7")
     response_cache_enabled: bool = Field(False, description="LLM response cache")
     response_cache_ttl_minutes: int = Field(60, ge=0, description="response cache entry lifetime")

@@ -4,7 +4,8 @@ Order of operations (reference §4.4, §4.16, MISSION D1/D2):
 1. one revision per item: the published one, else the latest (``collapse_items``);
 2. evidence prior: official +0.15, corroborated +0.08, single_source 0, unverified −0.10;
 3. the seed's time decay ``score × 2^(−age_days / half_life_days)`` for decaying types only (D2; it replaces
-   the reference's additive recency prior);
+   the reference's additive recency prior), then the entry's importance (the Memory API's 0..1 field):
+   ``+ IMPORTANCE_WEIGHT × importance``, capped at 1;
 4. superseded memories after the memories that replace them;
 5. diversity: greedy MMR (λ 0.72 × normalised relevance − 0.28 × max Jaccard overlap with what is chosen);
 6. ``min_score`` on the adjusted score, then ``limit``.
@@ -23,6 +24,9 @@ DEFAULT_HALF_LIFE_DAYS = 7.0
 DECAYING_TYPES = frozenset({"summary", "conversation", "action", "error", "daily"})
 EVIDENCE_DELTAS = {"official": 0.15, "corroborated": 0.08, "single_source": 0.0, "unverified": -0.10}
 MMR_LAMBDA = 0.72
+# Importance 1.0 lifts a memory by 0.2 on the 0..1 scale: above an equally relevant one without importance, not
+# above one clearly more relevant (the seed: "higher surfaces first", among what the query found).
+IMPORTANCE_WEIGHT = 0.2
 _TOKEN = re.compile(r"[0-9a-z]+|[\uac00-\ud7a3]+")
 
 
@@ -38,6 +42,8 @@ class Candidate:
     superseded_by: str = ""  # kref of the replacing memory, when this one is superseded
     text: str = ""  # title + summary, for the diversity measure
     base_score: float | None = field(default=None, compare=False)
+    importance: float = 0.0  # 0..1 (Memory API entries); raises the adjusted score
+    decays: bool | None = None  # None: by memory_type (DECAYING_TYPES); a Memory API entry: its category not core
 
     @property
     def published(self) -> bool:
@@ -70,12 +76,15 @@ def evidence_delta(candidate: Candidate) -> float:
 
 
 def decay_factor(created_at: str, memory_type: str, now: datetime,
-                 half_lives: Mapping[str, float] | None = None, default_half_life: float = DEFAULT_HALF_LIFE_DAYS
-                 ) -> float:
+                 half_lives: Mapping[str, float] | None = None, default_half_life: float = DEFAULT_HALF_LIFE_DAYS,
+                 decays: bool | None = None) -> float:
     """``2^(−age_days / half_life)`` for decaying types; 1 for exempt types and unparseable timestamps.
     ``half_lives`` overrides per type (a type listed there decays even when not in DECAYING_TYPES);
-    a half-life ≤ 0 means the default."""
-    if memory_type not in DECAYING_TYPES and not (half_lives and memory_type in half_lives):
+    a half-life ≤ 0 means the default. ``decays`` (when not None) says it outright: a Memory API entry decays
+    unless its category is core, custom categories included (seed 001)."""
+    if decays is False:
+        return 1.0
+    if not decays and memory_type not in DECAYING_TYPES and not (half_lives and memory_type in half_lives):
         return 1.0
     half_life = (half_lives or {}).get(memory_type, default_half_life)
     half_life = half_life if half_life > 0 else (default_half_life if default_half_life > 0
@@ -92,11 +101,12 @@ def decay_factor(created_at: str, memory_type: str, now: datetime,
 
 def adjust(candidates: Iterable[Candidate], now: datetime, half_lives: Mapping[str, float] | None = None,
            default_half_life: float = DEFAULT_HALF_LIFE_DAYS) -> list[Candidate]:
-    """Evidence prior, then time decay; ``base_score`` keeps the search score."""
+    """Evidence prior, then time decay, then importance; ``base_score`` keeps the search score."""
     adjusted = []
     for c in candidates:
         score = max(0.0, c.score + evidence_delta(c))
-        score *= decay_factor(c.created_at, c.memory_type, now, half_lives, default_half_life)
+        score *= decay_factor(c.created_at, c.memory_type, now, half_lives, default_half_life, c.decays)
+        score += IMPORTANCE_WEIGHT * min(1.0, max(0.0, c.importance))
         adjusted.append(replace(c, score=min(1.0, score), base_score=c.score))
     return adjusted
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from appliance.core import ranking
 from appliance.core.kref import parse
+from appliance.core.model import Revision
 from appliance.core.ranking import Candidate
 from appliance.core.search import SearchFilter, SearchRequest
 from appliance.errors import NotFound
@@ -19,6 +20,9 @@ from appliance.graph import GraphStore
 from appliance.memory import records
 from appliance.search.service import SearchService
 
+# Recall of conversation memories (engage's and recall's default kind) also finds the Memory API's entries
+# (kind ``memory``, the kind Revka's ``revka memory`` reads): they are memories like any other.
+ALSO_RECALLED = {"conversation": ("memory",)}
 POOL_FACTOR = 4  # search hits per requested result: collapse, filters and diversity need room
 MIN_POOL = 20
 
@@ -35,6 +39,13 @@ class RecallQuery:
     mode: str = "summarized"  # context rendering: summarized | full
     order: str = "relevance"  # relevance | latest
     half_lives: dict[str, float] = field(default_factory=dict)
+    # The Memory API's narrower recall: only memories directly in ``spaces`` (not in spaces below them: a
+    # namespace's space holds the others' spaces), created in [since, until], whose metadata holds each pair.
+    exact_spaces: bool = False
+    since: datetime | None = None
+    until: datetime | None = None
+    metadata_equals: tuple[tuple[str, str], ...] = ()
+    pool: int = 0  # search hits to rank; 0 = limit × POOL_FACTOR (at least MIN_POOL)
 
 
 class Stopwatch:
@@ -80,13 +91,19 @@ class Recaller:
 
     def recall(self, q: RecallQuery, watch: Stopwatch | None = None) -> list[dict[str, Any]]:
         """The ranked memories; ``watch`` (when given) learns how long the search and the graph read took."""
+        ranked = self.ranked(q, watch)
+        return [records.memory(revision, c.score, c.base_score, _space_of(revision), q.mode) for c, revision in ranked]
+
+    def ranked(self, q: RecallQuery, watch: Stopwatch | None = None) -> list[tuple[Candidate, Revision]]:
+        """The ranked candidates with the revision each one shows."""
         if not q.query.strip():
             return []
         watch = watch or Stopwatch()
         with watch.stage("search"):
             self.wait_for_index()
-            where = SearchFilter(project=q.project, spaces=q.spaces or ("/" + q.project,), kinds=q.kinds)
-            pool = max(q.limit * POOL_FACTOR, MIN_POOL)
+            kinds = tuple(dict.fromkeys(k for kind in q.kinds for k in (kind, *ALSO_RECALLED.get(kind, ()))))
+            where = SearchFilter(project=q.project, spaces=q.spaces or ("/" + q.project,), kinds=kinds)
+            pool = q.pool or max(q.limit * POOL_FACTOR, MIN_POOL)
             hits = self.search.search(SearchRequest(q.query, where, "hybrid", limit=pool))
         best: dict[str, float] = {}
         for hit in hits:  # an item scores as its best-matching revision
@@ -97,18 +114,54 @@ class Recaller:
         candidates = []
         for item, revision in current.items():
             kind_ok = not q.memory_types or records.memory_type(revision.metadata) in q.memory_types
-            if revision.deprecated or not kind_ok:
+            if revision.deprecated or not kind_ok or not _narrowed(q, revision):
                 continue
             meta = revision.metadata
             candidates.append(Candidate(
                 revision.kref, item, best[item], memory_type=records.memory_type(meta),
                 created_at=revision.created_at, tags=tuple(revision.tags),
-                evidence_level=meta.get("evidence_level", ""), superseded_by=meta.get("superseded_by", ""),
-                text=f"{meta.get('title', '')} {records.summary_of(meta)}"))
+                evidence_level=meta.get("evidence_level", ""),
+                superseded_by=meta.get("superseded_by_kref") or meta.get("superseded_by", ""),
+                text=f"{meta.get('title', '')} {records.summary_of(meta)}",
+                importance=_importance(meta), decays=_entry_decays(meta)))
         ranked = ranking.rank(candidates, now=self._clock(), limit=q.limit, min_score=q.min_score,
                               half_lives=q.half_lives, default_half_life=self.default_half_life)
         if q.order == "latest":
             ranked.sort(key=lambda c: (c.created_at, c.score), reverse=True)
-        return [records.memory(current[c.item_kref], c.score, c.base_score,
-                               current[c.item_kref].item_kref.split("//", 1)[1].rsplit("/", 1)[0], q.mode)
-                for c in ranked]
+        return [(c, current[c.item_kref]) for c in ranked]
+
+
+def _space_of(revision: Revision) -> str:
+    return revision.item_kref.split("//", 1)[1].rsplit("/", 1)[0]
+
+
+def _narrowed(q: RecallQuery, revision: Revision) -> bool:
+    """Whether a memory passes the Memory API's narrower filters (see RecallQuery)."""
+    if q.exact_spaces and "/" + _space_of(revision) not in q.spaces:
+        return False
+    if any(revision.metadata.get(key) != value for key, value in q.metadata_equals):
+        return False
+    if q.since is None and q.until is None:
+        return True
+    try:
+        created = datetime.fromisoformat(revision.created_at)
+    except ValueError:
+        return False
+    return (q.since is None or created >= q.since) and (q.until is None or created <= q.until)
+
+
+def _importance(meta: dict[str, str]) -> float:
+    """A Memory API entry's importance (0..1; 0 when absent or unreadable)."""
+    try:
+        value = float(meta.get("importance") or 0.0)
+    except ValueError:
+        return 0.0
+    return value if 0.0 <= value <= 1.0 else 0.0
+
+
+def _entry_decays(meta: dict[str, str]) -> bool | None:
+    """A Memory API entry decays unless its category is core (custom categories too); other memories decay
+    by their type (None)."""
+    if meta.get("kind") == "memory" and meta.get("category"):
+        return meta["category"] != "core"
+    return None

@@ -1,0 +1,386 @@
+"""Seed 001's ``Memory`` interface over the appliance's stores: store, get, list, recall, forget, count,
+export, health_check, store_procedural, store_with_metadata, purge_namespace and purge_session.
+
+Entries live in the memory project (``[kumiho] default_project``), one item per key in their namespace's
+space (``appliance.memory.entries`` has the layout). Writes go through ``MemoryWriter`` (artifact file
+fsynced before the graph commits; one transaction), inside one outer transaction with whatever else the
+store changes (the supersession edge, the replaced entry's marker, a forgotten entry coming back). Reads of a
+namespace look at its space only: the default namespace's space holds the other namespaces' spaces.
+
+Limits (``[memory.policy]``) refuse a store that would exceed them (409); nothing is evicted. Read-only
+namespaces are refused by the policy's guard that every graph write passes, not here.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from appliance.config import Settings
+from appliance.core import kref as krefs
+from appliance.core.model import Item, Page, Revision, every_item
+from appliance.errors import Conflict, InvalidArgument, NotFound
+from appliance.graph import GraphStore
+from appliance.memory import entries, namespaces
+from appliance.memory.entries import Entry, NewEntry
+from appliance.memory.recall import Recaller, RecallQuery
+from appliance.memory.writer import Draft, MemoryWriter, Plan, clip_summary
+
+MAX_LIMIT = 1000  # entries one list or recall answers
+MAX_OFFSET = 1_000_000
+PAGE = 1000  # the graph store's largest page
+PURGE_CHUNK = 200  # items deleted per transaction: a purge of thousands never holds the writer long
+RECALL_POOL_FACTOR = 8  # recall ranks more hits than it answers: namespaces and filters narrow them after search
+FORGOTTEN = "forgotten through the Memory API"
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A store's outcome: the entry, or why the seed's filters skipped it (nothing was written)."""
+
+    entry: Entry | None
+    skipped: str | None = None
+    created: bool = False  # a new key (False: a new revision of an existing entry)
+
+
+@dataclass(frozen=True)
+class Found:
+    item: Item
+    revision: Revision | None
+
+
+class MemoryApi:
+    def __init__(self, settings: Settings, graph: GraphStore, writer: MemoryWriter, recaller: Recaller) -> None:
+        self.settings, self.graph, self.writer, self.recaller = settings, graph, writer, recaller
+        self.project = settings.kumiho.default_project
+        self._lock = threading.Lock()  # one store at a time: the limits' counts stay true until the write
+
+    # -- where ------------------------------------------------------------------------------------------
+    def namespace(self, value: str | None) -> str:
+        """The namespace a call names, else ``[memory] default_namespace``."""
+        if value is None or value == "":
+            value = self.settings.memory.default_namespace
+        return namespaces.check_namespace(value)
+
+    def space(self, namespace: str) -> str:
+        return namespaces.namespace_space(self.project, namespace)
+
+    def _kref(self, namespace: str, name: str) -> str:
+        segments = krefs.parse_space_path(self.space(namespace))
+        return str(krefs.item_kref(segments[0], segments[1:], name, entries.KIND))
+
+    def _find(self, namespace: str, key: str, *, live: bool = True) -> Found | None:
+        """The entry of ``key``: the item named by its slug when it holds that key, else the hashed name."""
+        for name in dict.fromkeys(entries.item_names(key)):
+            kref = self._kref(namespace, name)
+            try:
+                item = self.graph.get_item(kref)
+            except NotFound:
+                continue
+            revision = self.graph.current_revisions([kref]).get(kref)
+            holds = revision.metadata.get("key", item.item_name) if revision else item.item_name
+            if holds == key and not (live and item.deprecated):
+                return Found(item, revision)
+        return None
+
+    def _free_name(self, namespace: str, key: str) -> str:
+        first, hashed = entries.item_names(key)
+        try:
+            self.graph.get_item(self._kref(namespace, first))
+        except NotFound:
+            return first
+        return hashed
+
+    def _items(self, namespace: str) -> list[Item]:
+        """Every live entry's item directly in the namespace's space, newest first (an item's modified time is
+        its latest revision's): one read of the items, no revision read."""
+        space = self.space(namespace)
+        try:
+            items = every_item(lambda cursor: self.graph.list_items(space, kind_filter=entries.KIND,
+                                                                    page_size=PAGE, cursor=cursor))
+        except NotFound:  # the space is made by the first store
+            return []
+        return sorted(items, key=lambda i: (i.modified_at, i.item_name), reverse=True)
+
+    def _with_revisions(self, items: list[Item]) -> Iterator[tuple[Item, Revision]]:
+        """The items with their current revisions, read a page at a time (items without one are left out)."""
+        for start in range(0, len(items), PAGE):
+            chunk = items[start:start + PAGE]
+            current = self.graph.current_revisions([i.kref for i in chunk])
+            yield from ((i, current[i.kref]) for i in chunk if i.kref in current)
+
+    def _live(self, namespace: str) -> list[tuple[Item, Revision]]:
+        """Every live entry directly in the namespace's space, with its current revision, newest first."""
+        return list(self._with_revisions(self._items(namespace)))
+
+    def _entry(self, item: Item, revision: Revision, namespace: str, score: float | None = None) -> Entry:
+        return entries.entry_from(item.kref, item.item_name, revision.metadata, revision.created_at, namespace,
+                                  score)
+
+    # -- store ------------------------------------------------------------------------------------------
+    def store(self, *, key: object, content: object, category: object = entries.CORE, namespace: str | None = None,
+              session_id: object = None, importance: object = None, superseded_by: object = None,
+              supersedes: object = None, metadata: object = None) -> Stored:
+        """Store ``content`` under ``key``: a new entry, or a new revision of the key's entry."""
+        ns = self.namespace(namespace)
+        new = entries.new_entry(key=key, content=content, category=category, namespace=ns, session_id=session_id,
+                                importance=importance, superseded_by=superseded_by, supersedes=supersedes,
+                                metadata=metadata)
+        skipped = entries.write_filter(new.key, new.content)
+        if skipped:
+            return Stored(None, skipped)
+        with self._lock:
+            return self._store(new)
+
+    def _store(self, new: NewEntry) -> Stored:
+        ns = new.namespace
+        existing = self._find(ns, new.key, live=False)
+        self._check_limits(new, existing)
+        replacing = self._target(ns, new.superseded_by, "superseded_by")
+        replaced = self._target(ns, new.supersedes, "supersedes")
+        space = self.space(ns)
+        draft = Draft(project=self.project, space=space, kind=entries.KIND, memory_type=new.category, title=new.key,
+                      summary=clip_summary(new.content), user_text=new.content,
+                      metadata=entries.metadata_of(new, replacing.item.kref if replacing else ""), stack=False)
+        if existing:
+            plan = Plan(draft, item_kref=existing.item.kref,
+                        previous_revision_kref=existing.revision.kref if existing.revision else "")
+        else:
+            plan = Plan(draft, item_name=self._free_name(ns, new.key))
+
+        def write() -> dict[str, Any]:
+            (result,) = self.writer.write([plan])
+            revision = result["revision_kref"]
+            if existing and existing.item.deprecated:  # a forgotten key stored again comes back
+                self.graph.set_deprecated(existing.item.kref, False)
+            if replacing and replacing.revision:
+                self.graph.create_edge(replacing.revision.kref, revision, "SUPERSEDES",
+                                       {"reason": "superseded_by", "basis": "memory_api"})
+            if replaced and replaced.revision:
+                self.graph.create_edge(revision, replaced.revision.kref, "SUPERSEDES",
+                                       {"reason": "supersedes", "basis": "memory_api"})
+                self.graph.update_revision_metadata(replaced.revision.kref, {
+                    "superseded_by": new.key, "superseded_by_kref": result["item_kref"], "status": "superseded"})
+            return result
+
+        self.graph.atomic(write)
+        found = self._find(ns, new.key)
+        assert found is not None and found.revision is not None  # written just now, under the lock
+        return Stored(self._entry(found.item, found.revision, ns), created=existing is None)
+
+    def _target(self, namespace: str, key: str, field: str) -> Found | None:
+        if not key:
+            return None
+        found = self._find(namespace, key)
+        if found is None:
+            raise NotFound(f"{field}: no entry with key {key!r} in namespace {namespace!r}; store it first",
+                           field=field)
+        return found
+
+    def _check_limits(self, new: NewEntry, existing: Found | None) -> None:
+        """``[memory.policy]`` limits: refuse (409) a store that would exceed them; never evict."""
+        policy = self.settings.memory.policy
+        per_namespace, per_category = policy.max_entries_per_namespace, policy.max_entries_per_category
+        adds = existing is None or existing.item.deprecated
+        old_category = existing.revision.metadata.get("category") if existing and existing.revision else None
+        joins_category = adds or old_category != new.category
+        if not (per_namespace and adds) and not (per_category and joins_category):
+            return
+        live = self._live(new.namespace)
+        if per_namespace and adds and len(live) >= per_namespace:
+            raise Conflict(f"namespace: {new.namespace!r} holds {len(live)} entries, the most "
+                           f"[memory.policy] max_entries_per_namespace allows ({per_namespace}); forget or purge "
+                           "entries, store into an existing key, or raise the limit", field="namespace")
+        if per_category and joins_category:
+            in_category = sum(1 for _, r in live if r.metadata.get("category", entries.CORE) == new.category)
+            if in_category >= per_category:
+                raise Conflict(f"category: namespace {new.namespace!r} holds {in_category} {new.category!r} "
+                               f"entries, the most [memory.policy] max_entries_per_category allows "
+                               f"({per_category}); forget or purge entries, or raise the limit", field="category")
+
+    def store_procedural(self, *, messages: object, session_id: object = None, namespace: str | None = None,
+                         key: object = None) -> Stored:
+        """A procedure learned from a conversation: its messages as one entry of category ``procedural``
+        (key ``procedural_<hash of the messages>`` unless given)."""
+        content = entries.procedural_content(messages)
+        if key is None or key == "":
+            key = "procedural_" + hashlib.sha1(content.encode()).hexdigest()[:12]
+        return self.store(key=key, content=content, category="procedural", namespace=namespace,
+                          session_id=session_id)
+
+    # -- read -------------------------------------------------------------------------------------------
+    def get(self, key: object, namespace: str | None = None) -> Entry:
+        ns = self.namespace(namespace)
+        checked = entries.check_key(key)
+        found = self._find(ns, checked)
+        if found is None or found.revision is None:
+            raise NotFound(f"key: no entry with key {checked!r} in namespace {ns!r}", field="key")
+        return self._entry(found.item, found.revision, ns)
+
+    def _matching(self, ns: str, category: str | None, session_id: str | None,
+                  since: datetime | None = None, until: datetime | None = None) -> list[Entry]:
+        """The namespace's live entries that match, newest first."""
+        wanted = entries.parse_category(category) if category else None
+        session = entries.check_session_id(session_id) if session_id else None
+        found = [self._entry(item, revision, ns) for item, revision in self._live(ns)]
+        return [e for e in found if (wanted is None or e.category == wanted)
+                and (session is None or e.session_id == session) and entries.in_window(e.timestamp, since, until)]
+
+    def list_entries(self, *, namespace: str | None = None, category: str | None = None, session_id: str | None = None,
+             limit: int = 100, offset: int = 0) -> tuple[list[Entry], int]:
+        """A page of the namespace's entries (newest first) and how many match in all."""
+        _bounded(limit, "limit", 1, MAX_LIMIT)
+        _bounded(offset, "offset", 0, MAX_OFFSET)
+        ns = self.namespace(namespace)
+        if not category and not session_id:  # no filter on metadata: read the revisions of this page only
+            items = self._items(ns)
+            page = [self._entry(i, r, ns) for i, r in self._with_revisions(items[offset:offset + limit])]
+            return page, len(items)
+        found = self._matching(ns, category, session_id)
+        return found[offset:offset + limit], len(found)
+
+    def count(self, *, namespace: str | None = None, category: str | None = None,
+              session_id: str | None = None) -> int:
+        ns = self.namespace(namespace)
+        if not category and not session_id:
+            try:
+                return self.graph.list_items(self.space(ns), kind_filter=entries.KIND, page_size=1).total_count
+            except NotFound:
+                return 0
+        return len(self._matching(ns, category, session_id))
+
+    def recall(self, *, query: object, limit: int = 5, namespace: str | None = None, since: object = None,
+               until: object = None, category: str | None = None, session_id: str | None = None) -> list[Entry]:
+        """The namespace's entries that best match ``query``, with their 0..1 score (relevance, time decay
+        unless core, importance; superseded entries after the ones replacing them)."""
+        if not isinstance(query, str) or len(query) > entries.MAX_QUERY:
+            raise InvalidArgument(f"query: give a string of at most {entries.MAX_QUERY} characters", field="query")
+        _bounded(limit, "limit", 1, MAX_LIMIT)
+        ns = self.namespace(namespace)
+        start, end = entries.check_window(since, until)
+        equals = []
+        if category:
+            equals.append(("category", entries.parse_category(category)))
+        if session_id:
+            equals.append(("session_id", entries.check_session_id(session_id)))
+        space = self.space(ns)
+        try:
+            self.graph.get_space(space)
+        except NotFound:
+            return []
+        ranked = self.recaller.ranked(RecallQuery(
+            query=query, project=self.project, spaces=(space,), kinds=(entries.KIND,), limit=limit,
+            exact_spaces=True, since=start, until=end, metadata_equals=tuple(equals),
+            pool=max(limit * RECALL_POOL_FACTOR, 50)))
+        return [entries.entry_from(c.item_kref, c.item_kref.rsplit("/", 1)[1].rsplit(".", 1)[0], r.metadata,
+                                   r.created_at, ns, c.score) for c, r in ranked]
+
+    def export(self, *, namespace: str | None = None, since: object = None, until: object = None
+               ) -> Iterator[Entry]:  # not a generator itself: bad arguments raise at the call
+        """Every live entry of the namespace created in [since, until], oldest first, read a page at a time
+        (so that an export of any size streams). The arguments are checked before the first entry."""
+        ns = self.namespace(namespace)
+        start, end = entries.check_window(since, until)
+        items = self._items(ns)[::-1]
+
+        def entries_of() -> Iterator[Entry]:
+            for item, revision in self._with_revisions(items):
+                entry = self._entry(item, revision, ns)
+                if entries.in_window(entry.timestamp, start, end):
+                    yield entry
+
+        return entries_of()
+
+    # -- forget and purge -------------------------------------------------------------------------------
+    def forget(self, key: object, namespace: str | None = None) -> Entry:
+        """Deprecate the key's entry: it leaves get, list, recall and the counts, and stays in the graph (an
+        ``item.deprecated`` event says so); storing the key again brings it back."""
+        ns = self.namespace(namespace)
+        checked = entries.check_key(key)
+        with self._lock:
+            found = self._find(ns, checked)
+            if found is None or found.revision is None:
+                raise NotFound(f"key: no entry with key {checked!r} in namespace {ns!r}", field="key")
+
+            def forget() -> None:
+                self.graph.update_item_metadata(found.item.kref, {"deprecation_reason": FORGOTTEN})
+                self.graph.set_deprecated(found.item.kref, True)
+
+            self.graph.atomic(forget)
+        return self._entry(found.item, found.revision, ns)
+
+    def purge_namespace(self, namespace: str | None = None) -> int:
+        """Delete every entry of the namespace for real (forgotten ones too); the other namespaces stay."""
+        ns = self.namespace(namespace)
+        with self._lock:
+            return self._delete(ns, lambda _: True)
+
+    def purge_session(self, session_id: object, namespace: str | None = None) -> int:
+        """Delete for real every entry of the namespace stored with this session id (forgotten ones too)."""
+        ns = self.namespace(namespace)
+        session = entries.check_session_id(session_id)
+        if not session:
+            raise InvalidArgument("session_id: give the session whose entries to purge", field="session_id")
+        with self._lock:
+            return self._delete(ns, lambda meta: meta.get("session_id") == session)
+
+    def _delete(self, ns: str, chosen: Any) -> int:
+        space = self.space(ns)
+        try:
+            items = every_item(lambda cursor: self.graph.list_items(
+                space, kind_filter=entries.KIND, include_deprecated=True, page_size=PAGE, cursor=cursor))
+        except NotFound:
+            return 0
+        doomed: list[str] = []
+        for start in range(0, len(items), PAGE):
+            current = self.graph.current_revisions([i.kref for i in items[start:start + PAGE]])
+            doomed += [i.kref for i in items[start:start + PAGE] if chosen(current[i.kref].metadata
+                                                                           if i.kref in current else {})]
+        for start in range(0, len(doomed), PURGE_CHUNK):
+            chunk = doomed[start:start + PURGE_CHUNK]
+            files = self._files_of(chunk)
+            self.graph.atomic(functools.partial(self._delete_items, chunk))
+            for path in files:  # after the commit: a failed purge keeps every file its entries point to
+                path.unlink(missing_ok=True)
+        return len(doomed)
+
+    def _delete_items(self, krefs: list[str]) -> None:
+        for kref in krefs:
+            self.graph.delete_item(kref, force=True)
+
+    def _revision_page(self, item_kref: str, cursor: str | None) -> Page[Revision]:
+        return self.graph.list_revisions(item_kref, page_size=PAGE, cursor=cursor)
+
+    def _files_of(self, item_krefs: list[str]) -> list[Path]:
+        """The artifact files (under the data directory's artifacts) of every revision of these items."""
+        revisions = [r.kref for kref in item_krefs
+                     for r in every_item(functools.partial(self._revision_page, kref))]
+        root = self.writer.artifact_root.resolve()
+        paths = []
+        for found in self.graph.artifacts_of(revisions).values():
+            for artifact in found:
+                path = Path(artifact.location)
+                if path.is_absolute() and path.resolve().is_relative_to(root):
+                    paths.append(path)
+        return paths
+
+    # -- health -----------------------------------------------------------------------------------------
+    def health(self, namespace: str | None = None) -> dict[str, Any]:
+        """health_check: the graph answers a read of the namespace and the search index is open."""
+        ns = self.namespace(namespace)
+        try:
+            count = self.count(namespace=ns)
+        except Exception as exc:  # the answer says why, never a stack trace
+            return {"healthy": False, "namespace": ns, "entries": None, "detail": type(exc).__name__}
+        return {"healthy": True, "namespace": ns, "entries": count, "detail": "graph and index answer"}
+
+
+def _bounded(value: int, field: str, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidArgument(f"{field}: give a whole number from {low} to {high}", field=field)
