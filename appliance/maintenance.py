@@ -15,9 +15,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from appliance.config import MaintenanceSettings
+from appliance.core.caller import Caller, calling
 from appliance.jobs import Job, JobQueue
 from appliance.memory.consolidation import Consolidator
 from appliance.memory.dream import DreamParams
+from appliance.services.audit import AuditRetention
 from appliance.services.maintenance import MaintenanceService
 
 log = logging.getLogger(__name__)
@@ -36,8 +38,9 @@ def next_daily(at: str, now: datetime) -> datetime | None:
 class Maintenance:
     def __init__(self, dreams: MaintenanceService, jobs: JobQueue, settings: MaintenanceSettings, project: str, *,
                  consolidator: Consolidator, clock: Callable[[], datetime] = lambda: datetime.now().astimezone(),
-                 interval: float = 30.0) -> None:
+                 interval: float = 30.0, audit: AuditRetention | None = None) -> None:
         self.dreams, self.jobs, self.settings, self.project = dreams, jobs, settings, project
+        self.audit = audit  # the audit trail's retention: needs no model
         self.consolidator = consolidator  # the same pipeline as kumiho_memory_consolidate
         self._clock, self.interval = clock, interval
         self.next_dream = next_daily(settings.dream_state_time, clock())
@@ -63,7 +66,12 @@ class Maintenance:
                 log.exception("maintenance tick failed")
 
     def tick(self) -> list[Job]:
-        """Queue what is due now; returns the jobs queued."""
+        """Queue what is due now; returns the jobs queued. They run as the door ``maintenance``."""
+        with calling(Caller("maintenance", "scheduler", "tick")):
+            pruning = self.audit.tick(self._clock()) if self.audit is not None else None
+            return [*([pruning] if pruning else []), *self._due_work()]
+
+    def _due_work(self) -> list[Job]:
         if self.dreams.work.model_ready() is not None:
             return []
         now = self._clock()

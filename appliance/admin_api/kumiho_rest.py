@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import MutableMapping
 from types import MappingProxyType
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from litestar import Controller, Request, Response, delete, get, post
 from litestar.datastructures import State
@@ -91,6 +91,7 @@ def _artifact(view: dict[str, Any]) -> ArtifactShape:
 
 class KumihoRestController(Controller):
     path = "/api/v1"
+    opt: ClassVar[dict[str, Any]] = {"door": "kumiho_rest"}  # who is calling (appliance/server/callers.py)
     tags = ("kumiho",)
     exception_handlers = _REFUSALS
     parameters = MappingProxyType({"x_kumiho_token": HeaderParameter(

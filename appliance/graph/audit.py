@@ -38,8 +38,9 @@ class AuditEntry:
 class AuditStore(StoreBase):
     def audit_entries(self, *, after: int = -1, limit: int = 100, door: str | None = None, kref: str | None = None,
                       since: str | None = None) -> list[AuditEntry]:
-        """Audit rows with ``seq > after`` (the first row's seq is 0), oldest first; ``door``, ``kref`` (an entity or, for an item kref, its
-        revisions and artifacts too) and ``since`` (an ISO time in UTC) narrow them."""
+        """Audit rows with ``seq > after`` (the first row's seq is 0), oldest first; ``door``, ``kref`` (an
+        entity or, for an item kref, its revisions and artifacts too) and ``since`` (an ISO time in UTC) narrow
+        them."""
         names.bounded_int(limit, "limit", 1, MAX_AUDIT_PAGE)
         where, params = ["a.seq > $after"], {"after": after, "n": limit}
         if door:
