@@ -157,6 +157,10 @@ bench-search: install
 bench-console: install
 	$(BIN)/python benchmarks/console_bench.py
 
+# what the read-only guard and the audit trail add to a graph write (prints JSON)
+bench-policy: install
+	$(BIN)/python benchmarks/policy_bench.py
+
 # LoCoMo evidence recall by search mode; DATA= another LoCoMo-format file to evaluate on it
 DATA ?= ../shared/bench/locomo-dev.json
 bench-recall: install
