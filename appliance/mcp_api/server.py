@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 PROJECT_HEADER = "x-kumiho-project"
 LIMIT_HEADER = "x-kumiho-retrieval-limit"
 SESSION_HEADER = "x-kumiho-session"
+CLIENT_HEADER = "x-kumiho-client"  # who is calling, for the audit trail (appliance/server/callers.py reads it)
 MAX_RETRIEVAL_LIMIT = 100  # the bound of the [kumiho] memory_retrieval_limit setting
 MAX_ERROR_MESSAGE = 500  # characters of an error message
 MAX_ERROR_FIELD = 200  # characters of the field path an error names
