@@ -400,6 +400,8 @@ class RevisionStore(StoreBase):
                          "m": dumps(row.metadata), "dflt": default, "row": row})
         if not plan:
             return BulkResult([None] * len(rows), dict(sorted(failures.items())))
+        # before the first COPY: Kùzu 0.11 can crash rolling back a transaction that bulk-loaded rows
+        self.policy.guard("revision.created", *(to_kref(p["id"]) for p in plan))
         params = {"now": now, "u": LOCAL_USER}
         stamps = "$now AS c, $now AS mo, $u AS au, $u AS un"
         for node, fields in new_items.items():
