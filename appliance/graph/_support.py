@@ -232,7 +232,6 @@ class StoreBase:
         batch.append({"seq": int(seq), "at": at, "routing_key": routing_key, "kref": kref, "author": LOCAL_USER,
                       "details": detail})
 
-
     def _events(self, tx: Tx, routing_key: str, krefs: list[str], at: str | None = None) -> None:
         """Record many changes of one kind at once (bulk writes), each an event with empty details, through the
         same guard and audit trail as ``_event``. The live feed is not told (as before: bulk writes are imports)."""

@@ -69,7 +69,8 @@ def test_what_touches_a_namespace(store: GraphStore) -> None:
             write()
         assert store.last_event_seq() == events, f"write {index} left a change"
     assert len(store.audit_entries()) == rows
-    assert store.revision_by_tag(f"kref://{P}/Memory/open/free.memory", "latest").number == 1  # the bulk write's other row too
+    # the bulk write's other row is gone too
+    assert store.revision_by_tag(f"kref://{P}/Memory/open/free.memory", "latest").number == 1
     assert store.get_project(P).deprecated is False
     # not the namespace: the default namespace's own space, another namespace, another project's Memory space
     store.create_item(f"/{P}/Memory", "root-2", "memory")
