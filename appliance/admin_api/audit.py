@@ -10,7 +10,7 @@ from litestar.datastructures import State
 from litestar.params import QueryParameter
 from pydantic import BaseModel, Field
 
-from appliance.admin_api.params import moment, time_parameter
+from appliance.admin_api.params import moment
 from appliance.core import kref as krefs
 from appliance.graph.audit import MAX_AUDIT_PAGE, AuditEntry
 from appliance.graph.write_policy import MAX_CHANGES
@@ -68,8 +68,10 @@ class AuditController(Controller):
         door: Annotated[DoorName | None, QueryParameter(description="only changes through this front door")] = None,
         kref: Annotated[str | None, QueryParameter(
             description="only transactions that changed this entity (an item kref: its revisions and artifacts "
-                        "too)", max_length=krefs.MAX_KREF)] = None,
-        since: Annotated[str | None, time_parameter("only rows recorded at or after this RFC 3339 time")] = None,
+                        "too)", min_length=1, max_length=krefs.MAX_KREF)] = None,
+        since: Annotated[str | None, QueryParameter(
+            description="only rows recorded at or after this RFC 3339 time", min_length=1, max_length=64,
+            schema_extra={"format": "date-time"})] = None,
     ) -> AuditResponse:
         services = state.services
         if kref is not None:
