@@ -15,7 +15,7 @@ from appliance.errors import PermissionDenied
 from appliance.graph import GraphStore, NewEdge, NewRevision
 from appliance.graph.write_policy import WritePolicy
 from appliance.memory.policy import ReadOnlyNamespaces
-from appliance.server.callers import door_of
+from appliance.server.callers import client_of, door_of
 
 P = "CognitiveMemory"
 
@@ -96,3 +96,11 @@ def test_the_door_comes_from_the_route() -> None:
     assert door_of({"path": "/api/v1/memoriesx", "route_handler": Handler({})}) == "console"
     assert door_of({"path": "/api/v1/items", "route_handler": Handler({"door": "kumiho_rest"})}) == "kumiho_rest"
     assert door_of({"path": "/api/v1/deprecate", "route_handler": Handler({})}) == "console"
+
+
+def test_the_client_label_is_bounded_and_holds_no_credential() -> None:
+    assert len(client_of({"headers": [(b"user-agent", b"agent/1 " + b"x" * 500)]})) == 200
+    label = client_of({"headers": [(b"x-kumiho-client", b"bot/2 sk-proj-abcdefghijklmnopqrstuvwxyz0123456789AB"),
+                                   (b"user-agent", b"ua/1")]})
+    assert label.startswith("bot/2 ") and "abcdefghij" not in label and "[secret]" in label
+    assert client_of({"headers": [(b"user-agent", b"ua/1\x00\n")]}) == "ua/1"
