@@ -172,6 +172,10 @@ bench-portability: install
 bench-backup: install
 	$(BIN)/python benchmarks/backup_bench.py
 
+# what the read-only guard and the audit trail add to a graph write (prints JSON)
+bench-policy: install
+	$(BIN)/python benchmarks/policy_bench.py
+
 # LoCoMo evidence recall by search mode; DATA= another LoCoMo-format file to evaluate on it
 DATA ?= ../shared/bench/locomo-dev.json
 bench-recall: install

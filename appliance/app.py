@@ -20,6 +20,7 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin
 
 from appliance import __version__
+from appliance.admin_api.audit import AuditController
 from appliance.admin_api.auth import OPEN_PATHS, checked_token, configured_token, token_guard
 from appliance.admin_api.backups import BackupsController
 from appliance.admin_api.console import ConsoleController
@@ -44,6 +45,7 @@ from appliance.datadir import DataDir
 from appliance.errors import ConfigError
 from appliance.feed import EventFeed
 from appliance.graph import GraphStore
+from appliance.graph.write_policy import WritePolicy
 from appliance.health import HealthProbe
 from appliance.inference.embedding import HashingEmbedder, OnnxEmbedder, default_embedder
 from appliance.inference.factory import chat_model as configured_model
@@ -59,6 +61,7 @@ from appliance.memory.cache import RecallCache
 from appliance.memory.client import Client
 from appliance.memory.consolidation import Consolidator
 from appliance.memory.model_options import ModelOptions, Redact, patterns_only
+from appliance.memory.policy import ReadOnlyNamespaces
 from appliance.memory.recall import Recaller
 from appliance.memory.working import WorkingMemory
 from appliance.memory.writer import MemoryWriter
@@ -67,8 +70,10 @@ from appliance.search.index import IndexCaches, SearchIndex
 from appliance.search.service import SearchService
 from appliance.search.sync import IndexSync
 from appliance.search.worker import IndexWorker
+from appliance.server.callers import caller_middleware
 from appliance.server.door import ASGIApp, DoorPolicy, bounded_body, front_door
 from appliance.services import Family, Parts, families, handlers
+from appliance.services.audit import AuditRetention
 from appliance.services.calls import Operations
 from appliance.services.hygiene import HygieneService
 from appliance.services.maintenance import MaintenanceService
@@ -131,6 +136,7 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
             statements_per_connection=settings.graph.statements_per_connection,
             before_migration=before_migration(settings, data_dir),  # a snapshot first; none written, no upgrade
         )
+        graph.policy = write_policy(settings)
         try:
             # before anything writes: files of writes a crash interrupted (the graph is consistent by now)
             sweep_artifacts(data_dir.root / "artifacts", graph.artifact_locations())
@@ -160,7 +166,8 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
                                          before_pass=lambda: snapshots.take("hygiene"))
                 maintenance = Maintenance(parts.maintenance, jobs, settings.maintenance,
                                           settings.kumiho.default_project, consolidator=parts.consolidator,
-                                          hygiene=hygiene)
+                                          hygiene=hygiene,
+                                          audit=AuditRetention(graph, jobs, settings.memory.audit_retention_days))
                 maintenance.start()
                 snapshots.start()
                 built = tuple(families(parts))
@@ -180,6 +187,13 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
                 working.close()
         finally:
             graph.close()
+
+
+def write_policy(settings: Settings) -> WritePolicy:
+    """What every graph write passes: the read-only namespaces of the memory project and the audit trail."""
+    memory = settings.memory
+    return WritePolicy(ReadOnlyNamespaces.of(settings.kumiho.default_project, memory.policy.read_only_namespaces),
+                       audit=memory.audit_enabled)
 
 
 def service_parts(settings: Settings, data_dir: DataDir, graph: GraphStore, search: SearchService,
@@ -259,7 +273,7 @@ def build_app(services: Services) -> ApplianceApp:
     mcp = session_manager(
         build_server(handlers(services.families), settings.kumiho.default_project))
 
-    @asgi("/mcp", is_mount=True, copy_scope=True)
+    @asgi("/mcp", is_mount=True, copy_scope=True, opt={"door": "mcp"})
     async def mcp_endpoint(scope: Any, receive: Any, send: Any) -> None:
         await mcp.handle_request(scope, receive, send)
 
@@ -269,10 +283,11 @@ def build_app(services: Services) -> ApplianceApp:
             yield
 
     litestar = Litestar(
-        route_handlers=[HealthController, SearchController, JobsController, mcp_endpoint,
+        route_handlers=[AuditController, HealthController, SearchController, JobsController, mcp_endpoint,
                         KumihoRestController, EventsController, ConsoleController, MovedJobsController, ui_router(),
                         HygieneController, PortabilityController, BackupsController, MemoriesController],
         lifespan=[run_mcp],
+        middleware=[caller_middleware],  # who is calling: the audit trail and the read-only guard read it
         state=State({"services": services, "health": health}),
         exception_handlers=HANDLERS,  # type: ignore[arg-type]  # each handler takes its own exception class
         request_max_body_size=settings.http.max_body_bytes,

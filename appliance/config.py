@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import tomli_w
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from appliance.errors import ConfigError
+from appliance.errors import ConfigError, KumihoError
 from appliance.memory import hygiene
 
 ENV_PREFIX = "KUMIHO_CE_"
@@ -74,7 +74,12 @@ class MemoryPolicy(_Section):
     max_entries_per_category: int = Field(0, ge=0, description="most Memory API entries of one category within "
                                           "a namespace; a store beyond it is refused with a 409 and nothing is "
                                           "evicted; 0 = unlimited")
-    read_only_namespaces: list[str] = Field(default_factory=list, description="namespaces that refuse writes")
+    read_only_namespaces: list[str] = Field(
+        default_factory=list, max_length=256, description="namespaces (of the memory project, see "
+        "[kumiho] default_project) whose spaces refuse every change, through every front door (MCP tools, the "
+        "Memory API, Kumiho's REST, the console) and the appliance's own scheduled work: 403 permission_denied, "
+        "nothing written. The operator's own `kumiho-ce restore` and `kumiho-ce import` still write them. In "
+        "Revka this is a session control; here the appliance enforces it for every client")
     retention_days_by_category: dict[str, int] = Field(
         default_factory=dict, description="days an entry of a category stays live before the hygiene pass "
         "archives it, replacing archive_after_days for that category (core is archived only when named here); "
@@ -85,12 +90,44 @@ class MemoryPolicy(_Section):
     def _retention(cls, value: dict[str, int]) -> dict[str, int]:
         return hygiene.check_retention(value)
 
+    @field_validator("read_only_namespaces")
+    @classmethod
+    def _namespaces(cls, value: list[str]) -> list[str]:
+        from appliance.memory.namespaces import check_namespace
+
+        try:
+            return [check_namespace(name, "read_only_namespaces") for name in value]
+        except KumihoError as exc:
+            raise ValueError(exc.message) from None
+
+
+# Keys of seed 001's [memory] block that are the agent runtime's own (Revka decides what it saves and which
+# backend it uses): the appliance refuses them with a message that sends them to Revka's configuration.
+REVKA_ONLY_KEYS = {
+    "backend": "Revka's memory backend choice (set backend = \"kumiho\" in Revka's config; this appliance is the "
+               "backend)",
+    "auto_save": "Revka's choice of what it saves (Revka decides which turns it stores)",
+}
+
+
+class _RevkaKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
 
 class MemorySettings(_Section):
     """The seed's ``[memory]`` block (seed 001), with its defaults."""
 
-    backend: Literal["kumiho", "none"] = Field("kumiho", description="seed compatibility; the appliance is the backend")
-    auto_save: bool = Field(True, description="store user turns automatically")
+    @model_validator(mode="before")
+    @classmethod
+    def _revka_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for key in REVKA_ONLY_KEYS:
+                if key in data:
+                    raise _RevkaKey(key)
+        return data
+
     hygiene_enabled: bool = Field(False, description="run the daily hygiene pass over the Memory API's entries "
                                   "at hygiene_time: archive old entries, then purge archived and old conversation "
                                   "ones (a job of kind hygiene; POST /api/v1/hygiene runs one at any time)")
@@ -105,12 +142,18 @@ class MemorySettings(_Section):
                                              "older than this is deleted by the hygiene pass, archived or not; "
                                              "0 = kept")
     min_relevance_score: float = Field(0.4, ge=0.0, le=1.0, description="operator floor on the 0..1 "
-                                       "scale every score uses")
+                                       "scale every score uses; the appliance applies it to the operator tools' "
+                                       "memory_engage (min_score is raised to it), where Revka filters its own "
+                                       "recall results")
     default_namespace: str = Field("default", description="namespace of Memory API calls (and `kumiho-ce memory` "
                                    "commands) that name none; \"default\" is the space Revka's `revka memory` "
                                    "reads, /<project>/Memory")
-    half_life_days: float = Field(7.0, description="recall time-decay half-life in days; ≤ 0 means 7")
-    response_cache_enabled: bool = Field(False, description="LLM response cache")
+    half_life_days: float = Field(7.0, description="recall time-decay half-life in days; ≤ 0 means 7. The "
+                                  "appliance applies it to every recall (MCP tools, REST) of memories whose type "
+                                  "decays, not only to Revka's own recall")
+    response_cache_enabled: bool = Field(False, description="LLM response cache; the appliance caches its own "
+                                         "model's answers (consolidation, Dream State, reformulation), persisted in "
+                                         "the data directory, where Revka caches its provider's")
     response_cache_ttl_minutes: int = Field(60, ge=0, description="response cache entry lifetime")
     response_cache_max_entries: int = Field(5000, ge=0, description="response cache size")
     response_cache_hot_entries: int = Field(256, ge=0, description="in-memory LRU tier of the cache")
@@ -131,8 +174,13 @@ class MemorySettings(_Section):
     auto_hydrate: bool = Field(True, description="at start, when the store is empty (no graph yet, or no "
                                "items), restore the newest snapshot in snapshot_dir that holds memories and "
                                "passes its checksums; false = start empty")
-    audit_enabled: bool = Field(False, description="memory audit trail")
-    audit_retention_days: int = Field(30, ge=0, description="audit trail retention")
+    audit_enabled: bool = Field(False, description="record who changed the memory: one row per committed change "
+                                "(front door, client, operation, the krefs changed), in the same transaction as "
+                                "the change, readable at GET /api/v1/audit. The appliance records every client's "
+                                "changes, not one Revka session's")
+    audit_retention_days: int = Field(30, ge=0, le=36_500, description="audit rows older than this many days are "
+                                      "deleted by an hourly job (kind audit_prune, see GET /api/v1/jobs); 0 keeps "
+                                      "them all")
     policy: MemoryPolicy = Field(default_factory=MemoryPolicy)
 
 
@@ -352,7 +400,12 @@ def _explain(exc: ValidationError, config_path: Path | None) -> str:
     for error in exc.errors():
         key = ".".join(str(part) for part in error["loc"])
         env = ENV_PREFIX + "__".join(str(part) for part in error["loc"]).upper()
-        if error["type"] == "extra_forbidden":
+        revka = (error.get("ctx") or {}).get("error")
+        if isinstance(revka, _RevkaKey):
+            lines.append(f"'{key}.{revka.key}' is {REVKA_ONLY_KEYS[revka.key]}: it belongs in Revka's config.toml, "
+                         f"not in kumiho-ce's; remove it (from {where or 'the environment: '}{env}__"
+                         f"{revka.key.upper()})")
+        elif error["type"] == "extra_forbidden":
             lines.append(f"unknown setting '{key}' (in {where or 'the environment: '}{env}); remove or "
                          "fix its name (see `kumiho-ce config show` for the known keys)")
         else:

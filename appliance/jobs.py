@@ -15,6 +15,7 @@ discovery is lost (reflect's captures stay stored, ``discover_edges`` can be run
 
 from __future__ import annotations
 
+import contextvars
 import itertools
 import logging
 import queue
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from appliance.core.caller import calling, current_caller
 from appliance.errors import KumihoError, NotFound
 
 log = logging.getLogger(__name__)
@@ -150,7 +152,7 @@ class JobQueue:
                 self._by_key[key] = job
             self._trim()
         job.tell("queued")
-        self._lanes[lane].put((job, work))
+        self._lanes[lane].put((job, _as_submitter(work)))
         return job
 
     def wait(self, job: Job, timeout: float) -> bool:
@@ -213,6 +215,18 @@ class JobQueue:
         job.state, job.finished_at = state, _now()
         job.finished.set()
         job.tell(state)
+
+
+def _as_submitter(work: Work) -> Work:
+    """``work`` run in its submitter's context: who queued it (a front door, the maintenance schedule) is who
+    changes the memory in the audit trail and before the read-only guard; its operation is the job's kind."""
+    context = contextvars.copy_context()
+
+    def run(job: Job) -> Any:
+        with calling(current_caller().doing(job.kind)):
+            return work(job)
+
+    return lambda job: context.run(run, job)
 
 
 def iter_queued(inbox: queue.Queue[tuple[Job, Work] | None]) -> list[Job]:

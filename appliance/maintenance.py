@@ -16,9 +16,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from appliance.config import MaintenanceSettings
+from appliance.core.caller import Caller, calling
 from appliance.jobs import Job, JobQueue
 from appliance.memory.consolidation import Consolidator
 from appliance.memory.dream import DreamParams
+from appliance.services.audit import AuditRetention
 from appliance.services.hygiene import HygieneService
 from appliance.services.maintenance import MaintenanceService
 
@@ -38,9 +40,11 @@ def next_daily(at: str, now: datetime) -> datetime | None:
 class Maintenance:
     def __init__(self, dreams: MaintenanceService, jobs: JobQueue, settings: MaintenanceSettings, project: str, *,
                  consolidator: Consolidator, clock: Callable[[], datetime] = lambda: datetime.now().astimezone(),
-                 interval: float = 30.0, hygiene: HygieneService | None = None) -> None:
+                 interval: float = 30.0, hygiene: HygieneService | None = None,
+                 audit: AuditRetention | None = None) -> None:
         self.dreams, self.jobs, self.settings, self.project = dreams, jobs, settings, project
-        self.hygiene = hygiene
+        self.audit = audit  # the audit trail's retention: needs no model
+        self.hygiene = hygiene  # needs no model either
         self.next_hygiene = (next_daily(hygiene.settings.hygiene_time, clock())
                              if hygiene is not None and hygiene.settings.hygiene_enabled else None)
         self.consolidator = consolidator  # the same pipeline as kumiho_memory_consolidate
@@ -68,12 +72,16 @@ class Maintenance:
                 log.exception("maintenance tick failed")
 
     def tick(self) -> list[Job]:
-        """Queue what is due now; returns the jobs queued."""
-        now = self._clock()
-        queued = self._hygiene_due(now)
+        """Queue what is due now; returns the jobs queued. They run as the door ``maintenance``."""
+        with calling(Caller("maintenance", "scheduler", "tick")):
+            now = self._clock()
+            pruning = self.audit.tick(now) if self.audit is not None else None
+            return [*([pruning] if pruning else []), *self._hygiene_due(now), *self._model_work(now)]
+
+    def _model_work(self, now: datetime) -> list[Job]:
         if self.dreams.work.model_ready() is not None:
-            return queued
-        queued += self._idle_sessions(now)
+            return []
+        queued = self._idle_sessions(now)
         if self.next_dream is not None and now >= self.next_dream:
             self.next_dream = next_daily(self.settings.dream_state_time, now)
             queued.append(self.dream())

@@ -9,6 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from appliance.graph import schema
 from tests.appliance_process import cli_env, free_port, kumiho_ce, serve
 from tests.problems import problem
 
@@ -81,7 +82,7 @@ def test_doctor_on_a_healthy_stopped_appliance(tmp_path: Path) -> None:
         app.stop()
     result = kumiho_ce("doctor", env=cli_env(tmp_path / "data"))
     assert result.returncode == 0, result.stdout
-    assert "[ok  ] database  opens cleanly; schema version 1 (current)" in result.stdout
+    assert f"[ok  ] database  opens cleanly; schema version {schema.LATEST_VERSION} (current)" in result.stdout
     assert "[ok  ] lock      free" in result.stdout
     assert "[WARN] models" in result.stdout and "hashing" in result.stdout  # the tests' fast embedder
     real = kumiho_ce("doctor", env=cli_env(tmp_path / "data", KUMIHO_CE_SEARCH__EMBEDDER="minilm"))

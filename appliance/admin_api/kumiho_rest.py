@@ -91,6 +91,7 @@ def _artifact(view: dict[str, Any]) -> ArtifactShape:
 
 class KumihoRestController(Controller):
     path = "/api/v1"
+    opt = {"door": "kumiho_rest"}  # noqa: RUF012  # Litestar declares opt an instance attribute  # who is calling (appliance/server/callers.py)
     tags = ("kumiho",)
     exception_handlers = _REFUSALS
     parameters = MappingProxyType({"x_kumiho_token": HeaderParameter(

@@ -13,6 +13,7 @@ from appliance.core.kref import SCHEME, Kref, format_kref
 from appliance.core.model import Artifact, Edge, Item, Project, Revision, Space
 from appliance.errors import AlreadyExists, InvalidArgument
 from appliance.graph.engine import KuzuEngine, Tx
+from appliance.graph.write_policy import WritePolicy
 
 Clock = Callable[[], datetime]
 T = TypeVar("T")
@@ -188,6 +189,8 @@ class StoreBase:
         self._removed_lock = threading.Lock()
         # called on the writer thread with each committed transaction's events (GraphStore.on_events)
         self._event_listeners: list[Callable[[list[dict[str, Any]]], None]] = []
+        # the operator's read-only namespaces and the audit trail (write_policy.py); the appliance sets it
+        self.policy = WritePolicy()
 
     def _now(self) -> str:
         return iso(self._clock())
@@ -212,11 +215,14 @@ class StoreBase:
         """Record a change in the audit trail, in the same transaction as the change itself; once the
         transaction commits, its events go to the event listeners (the live feed), in sequence order."""
         at, detail = self._now(), details or {}
+        target = detail.get("target")  # an edge touches its target's namespace too
+        self.policy.guard(routing_key, kref, *([target] if isinstance(target, str) else []))
         seq = tx.scalar(
             "CREATE (e:Event {at: $at, routing_key: $k, kref: $kref, author: $a, details: $d}) RETURN e.seq",
             {"at": at, "k": routing_key, "kref": kref, "a": LOCAL_USER,
              "d": json.dumps(detail, ensure_ascii=False, sort_keys=True)},
         )
+        self.policy.record(tx, at, [(int(seq), routing_key, kref)])
         if not self._event_listeners:
             return
         batch = next((action for action in tx.committed if isinstance(action, _CommittedEvents)), None)
@@ -225,6 +231,18 @@ class StoreBase:
             tx.after_commit(batch)
         batch.append({"seq": int(seq), "at": at, "routing_key": routing_key, "kref": kref, "author": LOCAL_USER,
                       "details": detail})
+
+    def _events(self, tx: Tx, routing_key: str, krefs: list[str], at: str | None = None) -> None:
+        """Record many changes of one kind at once (bulk writes), each an event with empty details, through the
+        same guard and audit trail as ``_event``. The live feed is not told (as before: bulk writes are imports)."""
+        if not krefs:
+            return
+        self.policy.guard(routing_key, *krefs)
+        at = at or self._now()
+        seqs = tx.rows("UNWIND $rows AS k CREATE (e:Event {at: $now, routing_key: $rk, kref: k, author: $u, "
+                       "details: '{}'}) RETURN e.seq, k", {"rows": krefs, "now": at, "rk": routing_key,
+                                                          "u": LOCAL_USER})
+        self.policy.record(tx, at, [(int(seq), routing_key, kref) for seq, kref in seqs])
 
 
 class _CommittedEvents(list[dict[str, Any]]):

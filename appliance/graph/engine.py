@@ -93,12 +93,18 @@ class Tx:
         self._conn = conn
         self.wrote = False  # whether a statement that changes data ran (a rollback then needs a checkpoint)
         self.committed: list[Callable[[], None]] = []  # run once this write transaction has committed
+        self.committing: list[Callable[[Tx], None]] = []  # run inside it, after its job, just before COMMIT
 
     def after_commit(self, action: Callable[[], None]) -> None:
         """Run ``action`` on the writer thread once this transaction has committed (never after a rollback),
         before the engine's commit listeners: what a commit tells others (removed revisions) is known to them
         when they hear of the commit."""
         self.committed.append(action)
+
+    def before_commit(self, action: Callable[[Tx], None]) -> None:
+        """Run ``action`` inside this write transaction once its job has returned, just before COMMIT: what it
+        writes commits (or rolls back) with the job's writes (the audit trail records a transaction this way)."""
+        self.committing.append(action)
 
     def rows(self, query: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
         # Kùzu refuses parameters a query does not use; callers may share one parameter dict.
@@ -249,8 +255,10 @@ class KuzuEngine:
                 self._checkpoint_if_due()
                 self._writer_conn.recycle_if_full()  # between transactions: nothing of one is lost
                 self._writer_conn.execute("BEGIN TRANSACTION", {})
-                began, tx.wrote, tx.committed = True, False, []
+                began, tx.wrote, tx.committed, tx.committing = True, False, [], []
                 result = job(tx)
+                for action in tx.committing:
+                    action(tx)
                 self._writer_conn.execute("COMMIT", {})
                 self._checkpoint_due = self._checkpoint_due or self._wal_bytes() >= CHECKPOINT_WAL_BYTES
             except BaseException as exc:

@@ -103,6 +103,8 @@ class LinkStore(StoreBase):
                 "UNWIND $ids AS id MATCH (a:Revision {id: id})-[e:LINK]->(b:Revision) RETURN a.id, b.id, e.edge_type",
                 {"ids": sorted({k[0] for k in wanted})})}
             fresh = [{"a": a, "b": b, "t": t, "m": m} for (a, b, t), m in wanted.items() if (a, b, t) not in existing]
+            # the one event names no edge: both ends of every new edge pass the read-only guard here
+            self.policy.guard("edge.created", *sorted({to_kref(e[k]) for e in fresh for k in ("a", "b")}))
             tx.copy("LINK", "row.a AS f, row.b AS t, row.t AS et, row.m AS md, $now AS c, $u AS au, $u AS un",
                     fresh, {"now": self._now(), "u": LOCAL_USER})
             self._event(tx, "edge.bulk_created", "", {"count": len(fresh)})

@@ -400,6 +400,8 @@ class RevisionStore(StoreBase):
                          "m": dumps(row.metadata), "dflt": default, "row": row})
         if not plan:
             return BulkResult([None] * len(rows), dict(sorted(failures.items())))
+        # before the first COPY: Kùzu 0.11 can crash rolling back a transaction that bulk-loaded rows
+        self.policy.guard("revision.created", *(to_kref(p["id"]) for p in plan))
         params = {"now": now, "u": LOCAL_USER}
         stamps = "$now AS c, $now AS mo, $u AS au, $u AS un"
         for node, fields in new_items.items():
@@ -420,8 +422,7 @@ class RevisionStore(StoreBase):
                   "WITH t WHERE t.tag = 'latest' AND t.until = '' SET t.until = $now", existing, params)
         tx.copy("TAGGED", "row.item AS f, row.rev AS t, 'latest' AS tag, $now AS since, '' AS until",
                 [{"item": i, "rev": r} for i, r in last.items()], params)
-        tx.unwind("UNWIND $rows AS k CREATE (:Event {at: $now, routing_key: 'revision.created', kref: k, "
-                  "author: $u, details: '{}'})", [to_kref(p["id"]) for p in plan], params)
+        self._events(tx, "revision.created", [to_kref(p["id"]) for p in plan], now)
         results: list[Revision | None] = [None] * len(rows)
         latest_ids = set(last.values())
         for p in plan:

@@ -60,6 +60,15 @@ MIGRATIONS: tuple[Migration, ...] = (
             "added_by_username STRING, added_in INT64, removed_in INT64, metadata STRING)",
         ),
     ),
+    Migration(
+        2,
+        "the audit trail: one row per committed write transaction (appliance/graph/write_policy.py)",
+        (
+            # events [first_event, last_event] are the transaction's; changes = JSON [[routing_key, kref], …]
+            "CREATE NODE TABLE Audit(seq SERIAL PRIMARY KEY, at STRING, door STRING, client STRING, "
+            "operation STRING, first_event INT64, last_event INT64, events INT64, changes STRING)",
+        ),
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

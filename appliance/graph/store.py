@@ -30,6 +30,7 @@ from appliance.graph._support import (
     utc_now,
 )
 from appliance.graph.artifacts import ArtifactStore
+from appliance.graph.audit import AuditStore
 from appliance.graph.bundles import BundleStore
 from appliance.graph.engine import KuzuEngine, Tx
 from appliance.graph.links import LinkStore
@@ -45,7 +46,7 @@ _KEYS = {"Project": "name", "Space": "path", "Item": "id", "Revision": "id", "Ar
 _COUNTED = ("Project", "Space", "Item", "Revision", "Artifact", "Event")
 
 
-class GraphStore(BundleStore, ArtifactStore, LinkStore, OutboxStore, OverviewStore, PortableStore):
+class GraphStore(BundleStore, ArtifactStore, LinkStore, OutboxStore, OverviewStore, PortableStore, AuditStore):
     @classmethod
     def open(
         cls, path: Path, *, buffer_pool_mb: int = 256, readers: int = 4, clock: Clock = utc_now,

@@ -17,6 +17,7 @@ from appliance.errors import (
     InvalidKref,
     KumihoError,
     NotFound,
+    PermissionDenied,
     Unavailable,
 )
 from appliance.mcp_api.server import LIMIT_HEADER, PROJECT_HEADER, SESSION_HEADER
@@ -86,9 +87,12 @@ def reference_markdown() -> str:
         "`field` names the argument at fault (e.g. `captures[0].title`). Schema violations are reported the "
         "same way. Codes: "
         + ", ".join(f"`{c}`" for c in (InvalidArgument.code, InvalidKref.code, NotFound.code, AlreadyExists.code,
-                                       Conflict.code, AmbiguousKref.code, Unavailable.code, KumihoError.code))
+                                       Conflict.code, AmbiguousKref.code, PermissionDenied.code, Unavailable.code,
+                                       KumihoError.code))
         + f" (`{Conflict.code}`: the request is valid but the current state forbids it, e.g. deleting a "
         f"non-empty space or a published revision without `force`; `{AmbiguousKref.code}` adds `candidates`; "
+        f"`{PermissionDenied.code}`: the change touches a namespace the operator made read-only "
+        "(`[memory.policy] read_only_namespaces`), and nothing was written; "
         f"`{Unavailable.code}` means try again shortly, e.g. while "
         f"a damaged search index is being rebuilt; `{KumihoError.code}` is a defect, logged by the appliance, "
         "never a traceback).",

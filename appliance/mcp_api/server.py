@@ -24,9 +24,9 @@ from appliance.errors import InvalidArgument, KumihoError
 from appliance.mcp_api.catalogue import tools
 from appliance.memory.client import Client
 from appliance.operations.catalogue import operation, operations
-from appliance.operations.definition import Input, Operation
-from appliance.operations.validation import check_shape, parse
+from appliance.operations.definition import Operation
 from appliance.services import Handler
+from appliance.services.calls import run
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 PROJECT_HEADER = "x-kumiho-project"
 LIMIT_HEADER = "x-kumiho-retrieval-limit"
 SESSION_HEADER = "x-kumiho-session"
+CLIENT_HEADER = "x-kumiho-client"  # who is calling, for the audit trail (appliance/server/callers.py reads it)
 MAX_RETRIEVAL_LIMIT = 100  # the bound of the [kumiho] memory_retrieval_limit setting
 MAX_ERROR_MESSAGE = 500  # characters of an error message
 MAX_ERROR_FIELD = 200  # characters of the field path an error names
@@ -81,10 +82,8 @@ def call(table: dict[str, Handler], name: str, arguments: dict[str, Any] | None,
     if handler is None or op is None:
         return error_result("not_found", f"unknown tool {name!r}; tools/list names the available ones")
     try:
-        check_shape(arguments or {})  # before anything walks the arguments: no depth exhausts the stack
-        args, kinds = _redacted(arguments or {}, client)
-        typed: Input = parse(op, args)
-        result = handler(typed, client)
+        _refuse_credential_headers(client)
+        result, kinds = run(table, name, arguments, client)
     except KumihoError as exc:
         error = exc.to_dict()
         for key in ("message", "field"):  # no answer carries one either (a field path can quote a dict key)
@@ -99,14 +98,13 @@ def call(table: dict[str, Handler], name: str, arguments: dict[str, Any] | None,
     return _text_result(result, False)
 
 
-def _redacted(arguments: dict[str, Any], client: Client) -> tuple[dict[str, Any], list[str]]:
-    """The write boundary (D5): every call's arguments pass ``redaction.redact_arguments`` once, before the tool
-    runs, so no credential reaches the graph, the index, the working memory, an artifact, the model's response
-    cache or a log; the forwarded project and session headers are names and refuse one like name arguments."""
+def _refuse_credential_headers(client: Client) -> None:
+    """The forwarded project and session headers are names and refuse a credential like name arguments (the
+    arguments themselves pass the write boundary, D5, in ``services.calls.run``: no credential reaches the graph,
+    the index, the working memory, an artifact, the model's response cache or a log)."""
     redaction.refuse_credential(client.project, PROJECT_HEADER)
     if client.host_session_id:
         redaction.refuse_credential(client.host_session_id, SESSION_HEADER)
-    return redaction.redact_arguments(arguments)
 
 
 def _clipped(error: dict[str, Any]) -> dict[str, Any]:

@@ -24,7 +24,7 @@ import httpx
 
 from appliance.config import Settings
 from appliance.datadir import DataDir
-from appliance.mcp_api.server import LIMIT_HEADER, PROJECT_HEADER, SESSION_HEADER
+from appliance.mcp_api.server import CLIENT_HEADER, LIMIT_HEADER, PROJECT_HEADER, SESSION_HEADER
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,7 @@ class Shim:
         self._write_lock = threading.Lock()
         self._start_lock = threading.Lock()
         self._protocol_version: str | None = None
+        self._client = ""  # the agent host, from its initialize clientInfo: X-Kumiho-Client (the audit trail)
         self._stale_said: str | None = None
         self._http = httpx.Client(timeout=httpx.Timeout(REQUEST_TIMEOUT, connect=5.0), trust_env=False)
 
@@ -100,6 +101,8 @@ class Shim:
                                  ("KUMIHO_SESSION_ID", SESSION_HEADER)):
             if os.environ.get(variable):
                 headers[header] = os.environ[variable]
+        if self._client:
+            headers[CLIENT_HEADER] = self._client
         token = self._token()
         if token:
             headers["authorization"] = f"Bearer {token}"
@@ -124,6 +127,8 @@ class Shim:
                         "error": {"code": -32700, "message": "parse error: each line must be one JSON-RPC message"}})
             return
         request_id = message.get("id") if isinstance(message, dict) else None
+        if isinstance(message, dict) and message.get("method") == "initialize":
+            self._client = client_label(message.get("params"))
         try:
             answer = self._post(line)
         except Exception as exc:  # the host must get an answer for every request it sent
@@ -184,3 +189,13 @@ def _first_event(text: str) -> dict[str, Any] | None:
             event: dict[str, Any] = json.loads(data)  # one JSON-RPC message per event
             return event
     return None
+
+
+def client_label(params: object) -> str:
+    """``name/version (stdio)`` from an initialize request's ``clientInfo`` (the appliance bounds and cleans it)."""
+    info = params.get("clientInfo") if isinstance(params, dict) else None
+    if not isinstance(info, dict) or not isinstance(info.get("name"), str):
+        return ""
+    version = info.get("version") if isinstance(info.get("version"), str) else ""
+    label = f"{info['name']}/{version}" if version else info["name"]
+    return "".join(ch for ch in label if " " <= ch <= "~")[:180] + " (stdio)"

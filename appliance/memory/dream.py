@@ -278,7 +278,9 @@ class DreamState:
     def _collect(self, params: DreamParams, last_run: str | None) -> list[Revision]:
         found = every_item(lambda cursor: self.graph.search_items(context_filter=params.project,
                                                                    kind_filter=params.kind, cursor=cursor))
-        items = [i.kref for i in found if f"/{CURSOR_SPACE}/" not in i.kref]
+        read_only = self.graph.policy.read_only  # the operator's read-only namespaces: not Dream State's to change
+        items = [i.kref for i in found if f"/{CURSOR_SPACE}/" not in i.kref
+                 and not (read_only and read_only.touched("revision.updated", i.kref))]
         current = self.graph.current_revisions(items)
         fresh = [r for r in current.values() if not r.deprecated and (last_run is None or r.created_at > last_run)]
         return sorted(fresh, key=lambda r: (r.created_at, r.kref))

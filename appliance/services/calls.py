@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from appliance.core import redaction
+from appliance.core.caller import calling, current_caller
 from appliance.errors import NotFound
 from appliance.memory.client import Client
 from appliance.operations.catalogue import operation
@@ -26,10 +27,20 @@ class Operations:
                 ) -> dict[str, Any]:
         """Run operation ``name``: arguments checked against its schema (``InvalidArgument`` naming the field),
         credentials redacted, then its service; domain errors propagate for the door to translate."""
-        op, handler = operation(name), self._table.get(name)
-        if op is None or handler is None:
-            raise NotFound(f"no operation {name!r}")
-        args = dict(arguments or {})
-        check_shape(args)
-        args, _ = redaction.redact_arguments(args)
-        return handler(parse(op, args), client or self._client)
+        return run(self._table, name, arguments, client or self._client)[0]
+
+
+def run(table: dict[str, Handler], name: str, arguments: dict[str, Any] | None, client: Client
+        ) -> tuple[dict[str, Any], list[str]]:
+    """One operation, as every door runs it (the MCP tools and ``Operations.perform``): the arguments' shape
+    checked before anything walks them, credentials redacted (the write boundary, D5), the typed input parsed,
+    then its service, as the caller's operation ``name`` (the audit trail names it). Returns the result and the
+    kinds of credentials redacted."""
+    op, handler = operation(name), table.get(name)
+    if op is None or handler is None:
+        raise NotFound(f"no operation {name!r}")
+    args = dict(arguments or {})
+    check_shape(args)  # before anything walks the arguments: no depth exhausts the stack
+    args, kinds = redaction.redact_arguments(args)
+    with calling(current_caller().doing(name)):
+        return handler(parse(op, args), client), kinds

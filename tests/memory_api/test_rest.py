@@ -132,6 +132,18 @@ def test_limits_refuse_a_store_that_would_exceed_them(make_app: Callable[..., Ab
         app.store("d", "four")
 
 
+def test_a_read_only_namespace_refuses_a_store_with_403_and_writes_nothing(
+        make_app: Callable[..., AbstractContextManager[Memories]]) -> None:
+    with make_app(memory={"policy": {"read_only_namespaces": ["frozen"]}}) as app:
+        refused = problem(app.client.post(API, json={"key": "k", "content": "a fact", "namespace": "frozen"}), 403)
+        assert refused["code"] == "permission_denied"
+        assert "frozen" in refused["detail"] and "read_only_namespaces" in refused["detail"]
+        assert app.count(namespace="frozen") == 0
+        with pytest.raises(NotFound):  # not even the namespace's space was created
+            app.services.graph.list_items("/CognitiveMemory/Memory/frozen", include_deprecated=True)
+        assert app.store("k", "a fact")["namespace"] == "default"  # other namespaces still take writes
+
+
 def test_since_and_until_narrow_recall_and_export(mem: Memories) -> None:
     ns = "window"
     early = mem.store("w1", "The rocket launch window opens.", namespace=ns)
