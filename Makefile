@@ -7,7 +7,7 @@ PYTEST := $(BIN)/python -m pytest
 .PHONY: install install-test models run test test-long test-privacy test-crash test-offline test-load soak test-fuzz lint \
         bench bench-search bench-recall bench-mcp bench-pii bench-pii-hard bench-llm bench-llm-quality bench-rss \
         bench-door bench-bounds bench-compare test-fuzz-api test-browser bench-kumiho-rest bench-console \
-        bench-slow-clients clean
+        bench-slow-clients bench-memory-api bench-hygiene bench-portability bench-backup bench-policy clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kumiho-ce needs Python 3.11 or newer")'
@@ -146,6 +146,7 @@ bench-bounds: install
 bench-kumiho-rest: install
 	$(BIN)/python benchmarks/kumiho_rest_bench.py
 
+# the Memory API's store, get, list, recall, count and export over real HTTP at 3,000 entries (JSON)
 bench-memory-api: install
 	$(BIN)/python benchmarks/memory_api_bench.py
 
