@@ -17,6 +17,7 @@ from appliance.errors import NotFound
 from appliance.memory import entries
 from tests.memory_api.conftest import API, Memories
 from tests.problems import problem as problem_body
+from tests.write_filters import KEPT_CONTENT, KEPT_KEYS, SKIPPED_BLANK, SKIPPED_CONTENT, SKIPPED_KEYS
 
 
 def problem(response: Any, status: int, field: str | None = None) -> dict[str, Any]:
@@ -203,25 +204,30 @@ def test_recall_narrows_by_category_and_session(mem: Memories) -> None:
     assert [e["key"] for e in mem.recall("lunch ramen", namespace=ns, session_id="tuesday")] == ["n2"]
 
 
-@pytest.mark.parametrize(("key", "content"), [
-    ("cron-1", "[cron:hourly] patrol check"),
-    ("heartbeat-1", "[Heartbeat Task | high] Execute scheduled patrol"),
-    ("distilled-1", "[distilled_memory_chunk 1/2] summary"),
-    ("distilled-2", "notes distilled_index_sig:abc123"),
-    ("empty-1", ""),
-    ("blank-1", "   \n"),
-    ("assistant_resp", "the assistant said this"),
-    ("assistant_resp_1234", "the assistant said that"),
-], ids=["cron", "heartbeat", "distilled", "distilled-index", "empty", "blank", "assistant_resp",
-        "assistant_resp_"])
-def test_the_seeds_write_filters_store_nothing(mem: Memories, key: str, content: str) -> None:
+FILTERED = [(f"filtered-{i}", content, reason) for i, (content, reason) in enumerate(SKIPPED_CONTENT)] \
+    + [(f"blank-{i}", content, "empty text is never stored") for i, content in enumerate(SKIPPED_BLANK)] \
+    + [(key, "a plain fact", "assistant responses are not auto-saved") for key in SKIPPED_KEYS]
+
+
+@pytest.mark.parametrize(("key", "content", "reason"), FILTERED)
+def test_the_seeds_write_filters_store_nothing(mem: Memories, key: str, content: str, reason: str) -> None:
     before = mem.count(namespace="filters")
     answer = mem.client.post(API, json={"key": key, "content": content, "namespace": "filters"})
     assert answer.status_code == 200, answer.text
-    body = answer.json()
-    assert body["stored"] is False and body["skipped"]
+    assert answer.json() == {"stored": False, "skipped": reason}
     assert mem.count(namespace="filters") == before
-    problem(mem.client.get(f"{API}/{key}", params={"namespace": "filters"}), 404, "key")
+    assert key not in mem.keys(namespace="filters")
+
+
+KEPT = [(f"kept-{i}", content) for i, content in enumerate(KEPT_CONTENT)] \
+    + [(key, "a plain fact") for key in KEPT_KEYS]
+
+
+@pytest.mark.parametrize(("key", "content"), KEPT)
+def test_what_revka_keeps_is_stored(mem: Memories, key: str, content: str) -> None:
+    stored = mem.store(key, content, namespace="kept")
+    assert stored["key"] == key and stored["content"] == content
+    assert key in mem.keys(namespace="kept", key=key)
 
 
 def test_credentials_are_redacted_at_write_time(mem: Memories) -> None:
