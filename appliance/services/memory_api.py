@@ -265,8 +265,10 @@ class MemoryApi:
         ns = self.namespace(namespace)
         start, end = entries.check_window(since, until)
         equals = []
+        categories: tuple[str, ...] = ()
         if category:
-            equals.append(("category", entries.parse_category(category)))
+            categories = (entries.parse_category(category),)
+            equals.append(("category", categories[0]))
         if session_id:
             equals.append(("session_id", entries.check_session_id(session_id)))
         space = self.space(ns)
@@ -275,8 +277,8 @@ class MemoryApi:
         except NotFound:
             return []
         ranked = self.recaller.ranked(RecallQuery(
-            query=query, project=self.project, spaces=(space,), kinds=(entries.KIND,), limit=limit,
-            exact_spaces=True, since=start, until=end, metadata_equals=tuple(equals),
+            query=query, project=self.project, spaces=(space,), kinds=(entries.KIND,), memory_types=categories,
+            limit=limit, exact_spaces=True, since=start, until=end, metadata_equals=tuple(equals),
             pool=max(limit * RECALL_POOL_FACTOR, 50)))
         return [entries.entry_from(c.item_kref, c.item_kref.rsplit("/", 1)[1].rsplit(".", 1)[0], r.metadata,
                                    r.created_at, ns, c.score) for c, r in ranked]

@@ -108,6 +108,22 @@ def test_namespaces_isolate_every_read(mem: Memories) -> None:
     problem(mem.client.get(API, params={"namespace": "a/b"}), 400, "namespace")
 
 
+def test_recall_in_the_default_namespace_is_not_crowded_out_by_the_others(
+        make_app: Callable[..., AbstractContextManager[Memories]]) -> None:
+    """The default namespace's space holds the others' spaces: their better matches must not fill the hits
+    recall ranks, leaving the default namespace's own entry out."""
+    with make_app() as app:
+        app.store("garden", "The rooftop garden is watered on Thursdays.")
+        for i in range(70):
+            app.store(f"crowd-{i}", f"rooftop garden rooftop garden watered {i}", namespace="crowd")
+        assert [e["key"] for e in app.recall("rooftop garden watered", limit=1)] == ["garden"]
+        assert len(app.recall("rooftop garden watered", namespace="crowd", limit=60)) == 60
+        # so for a category: the others' better matches do not fill the hits either
+        app.store("daily-garden", "The rooftop garden was watered today.", namespace="crowd", category="daily")
+        assert [e["key"] for e in app.recall("rooftop garden watered", namespace="crowd", category="daily",
+                                             limit=1)] == ["daily-garden"]
+
+
 def test_a_call_naming_no_namespace_uses_default_namespace(make_app: Callable[..., AbstractContextManager[Memories]]
                                                            ) -> None:
     with make_app(memory={"default_namespace": "agent7"}) as app:
