@@ -105,6 +105,12 @@ def test_namespaces_isolate_every_read(mem: Memories) -> None:
                 .splitlines()]
     assert sorted(e["key"] for e in exported) == ["iso-ops-only", "iso-shared"]
     assert mem.client.get(f"{API}/iso-ops-only").status_code == 404  # not in the default namespace
+    # the default namespace's own reads stop at its space too: count and export
+    default_keys = mem.keys(limit=1000)
+    assert "iso-shared" in default_keys and mem.count() == len(default_keys)
+    exported_default = [json.loads(line) for line in mem.client.get(f"{API}/export").text.splitlines()]
+    assert sorted(e["key"] for e in exported_default) == sorted(default_keys)
+    assert {e["namespace"] for e in exported_default} == {"default"}
     problem(mem.client.get(API, params={"namespace": "a/b"}), 400, "namespace")
 
 
@@ -122,6 +128,16 @@ def test_recall_in_the_default_namespace_is_not_crowded_out_by_the_others(
         app.store("daily-garden", "The rooftop garden was watered today.", namespace="crowd", category="daily")
         assert [e["key"] for e in app.recall("rooftop garden watered", namespace="crowd", category="daily",
                                              limit=1)] == ["daily-garden"]
+
+
+def test_purging_the_default_namespace_leaves_the_others(make_app: Callable[..., AbstractContextManager[Memories]]
+                                                          ) -> None:
+    with make_app() as app:
+        app.store("mine", "The default namespace's entry.")
+        app.store("theirs", "Another namespace's entry.", namespace="other")
+        purged = app.client.post(f"{API}/purge", json={"namespace": "default", "confirm": "default"})
+        assert purged.status_code == 200, purged.text
+        assert app.count() == 0 and app.keys(namespace="other") == ["theirs"]
 
 
 def test_a_call_naming_no_namespace_uses_default_namespace(make_app: Callable[..., AbstractContextManager[Memories]]
