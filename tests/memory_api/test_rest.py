@@ -128,6 +128,13 @@ def test_recall_in_the_default_namespace_is_not_crowded_out_by_the_others(
         app.store("daily-garden", "The rooftop garden was watered today.", namespace="crowd", category="daily")
         assert [e["key"] for e in app.recall("rooftop garden watered", namespace="crowd", category="daily",
                                              limit=1)] == ["daily-garden"]
+        # and for a session or a time window, which recall checks after the search: it ranks more hits then
+        app.store("session-garden", "The rooftop garden needs watering.", namespace="crowd", session_id="s9")
+        assert [e["key"] for e in app.recall("rooftop garden watered", namespace="crowd", session_id="s9",
+                                             limit=1)] == ["session-garden"]
+        late = app.store("late-garden", "The rooftop garden got new soil.", namespace="crowd")
+        assert [e["key"] for e in app.recall("rooftop garden watered", namespace="crowd", limit=1,
+                                             since=late["timestamp"])] == ["late-garden"]
 
 
 def test_purging_the_default_namespace_leaves_the_others(make_app: Callable[..., AbstractContextManager[Memories]]
