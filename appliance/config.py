@@ -16,8 +16,8 @@ import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from appliance.errors import ConfigError, InvalidArgument
-from appliance.memory import hygiene, namespaces
+from appliance.errors import ConfigError
+from appliance.memory import hygiene
 
 ENV_PREFIX = "KUMIHO_CE_"
 DEFAULT_PORT = 9190  # the port Kumiho's SDK probes for a local CE
@@ -108,8 +108,7 @@ class MemorySettings(_Section):
                                        "scale every score uses")
     default_namespace: str = Field("default", description="namespace of Memory API calls (and `kumiho-ce memory` "
                                    "commands) that name none; \"default\" is the space Revka's `revka memory` "
-                                   "reads, /<project>/Memory; at most 64 letters, digits, '_' and '-' (checked at "
-                                   "start)")
+                                   "reads, /<project>/Memory")
     half_life_days: float = Field(7.0, description="recall time-decay half-life in days; ≤ 0 means 7")
     response_cache_enabled: bool = Field(False, description="LLM response cache")
     response_cache_ttl_minutes: int = Field(60, ge=0, description="response cache entry lifetime")
@@ -140,8 +139,11 @@ class MemorySettings(_Section):
     @classmethod
     def _default_namespace(cls, value: str) -> str:
         """A bad name stops the start here, instead of making every Memory API call naming no namespace a 400."""
+        from appliance.errors import InvalidArgument
+        from appliance.memory.namespaces import check_namespace
+
         try:
-            return namespaces.check_namespace(value, "default_namespace")
+            return check_namespace(value, "default_namespace")
         except InvalidArgument as exc:
             raise ValueError(exc.message) from None
 
