@@ -183,6 +183,18 @@ class MemorySettings(_Section):
                                       "them all")
     policy: MemoryPolicy = Field(default_factory=MemoryPolicy)
 
+    @field_validator("default_namespace")
+    @classmethod
+    def _default_namespace(cls, value: str) -> str:
+        """A bad name stops the start here, instead of making every Memory API call naming no namespace a 400."""
+        from appliance.errors import InvalidArgument
+        from appliance.memory.namespaces import check_namespace
+
+        try:
+            return check_namespace(value, "default_namespace")
+        except InvalidArgument as exc:
+            raise ValueError(exc.message) from None
+
 
 class KumihoSettings(_Section):
     """The seed's ``[kumiho]`` block: what the appliance honours."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -109,3 +110,20 @@ def test_the_token_is_required_beyond_loopback_and_on_loopback_when_asked(monkey
     monkeypatch.setenv("KUMIHO_CE_REQUIRE_TOKEN", "maybe")
     with pytest.raises(ConfigError, match=r"require_token.*KUMIHO_CE_REQUIRE_TOKEN"):
         load_settings(None)
+
+
+@pytest.mark.parametrize("value", ["a/b", "", "bad name", "x" * 65, "..", "ops\n"])
+def test_a_bad_default_namespace_stops_the_start_naming_the_setting(tmp_path: Path, value: str) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text(f"[memory]\ndefault_namespace = {json.dumps(value)}\n")  # a JSON string is a TOML one
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config)
+    message = caught.value.message
+    assert "setting 'memory.default_namespace'" in message and "KUMIHO_CE_MEMORY__DEFAULT_NAMESPACE" in message
+    assert "Traceback" not in message
+
+
+def test_a_good_default_namespace_is_kept(tmp_path: Path) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text('[memory]\ndefault_namespace = "agent-7_b"\n')
+    assert load_settings(config).memory.default_namespace == "agent-7_b"

@@ -476,20 +476,38 @@ def compose(*steps: Redactor) -> Redactor:
 # ------------------------------------------------------------------------------------ write-time filters
 
 
+# Revka's own write filters (src/memory/mod.rs: should_skip_autosave_content, is_assistant_autosave_key), applied
+# exactly as Revka applies them, so that the appliance and Revka agree on what is noise: the text or key is first
+# trimmed of Unicode white space (Rust's ``str::trim``, which, unlike ``str.strip``, keeps the ASCII separators
+# U+001C–U+001F), then lower-cased in ASCII only (``to_ascii_lowercase``: the Kelvin sign stays, so
+# "[heartbeat tasK" with U+212A is kept, as Revka keeps it).
+RUST_WHITESPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) \
+    + "\u2028\u2029\u202f\u205f\u3000"
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def revka_normalized(text: str) -> str:
+    """``text`` as Revka's filters compare it: ``text.trim().to_ascii_lowercase()``."""
+    return text.strip(RUST_WHITESPACE).translate(_ASCII_LOWER)
+
+
 @dataclass(frozen=True, slots=True)
 class SkipRule:
-    """Text that is never stored (seed 001): where to look, what to look for, and why."""
+    """Text that is never stored (seed 001): where to look, what to look for, and why. Every test compares the
+    trimmed, ASCII-lower-cased text or key (``revka_normalized``) with a lower-case needle."""
 
     name: str
     field: str  # "text" or "key" (the auto-save key)
-    test: str  # "blank", "prefix" (after leading whitespace) or "contains"
+    test: str  # "blank", "prefix", "contains" or "key" (equal to the needle, or starting with needle + "_")
     needle: str
     reason: str
 
     @property
     def condition(self) -> str:
         if self.test == "blank":
-            return f"the {self.field} is empty or whitespace"
+            return f"the {self.field} is empty or white space"
+        if self.test == "key":
+            return f"the {self.field} is `{self.needle}` or starts with `{self.needle}_`"
         verb = "starts with" if self.test == "prefix" else "contains"
         return f"the {self.field} {verb} `{self.needle}`"
 
@@ -497,27 +515,31 @@ class SkipRule:
         subject = text if self.field == "text" else key
         if subject is None:
             return False
+        normalized = revka_normalized(subject)
         if self.test == "blank":
-            return not subject.strip()
+            return not normalized
         if self.test == "prefix":
-            return (subject.lstrip() if self.field == "text" else subject).startswith(self.needle)
-        return self.needle in subject
+            return normalized.startswith(self.needle)
+        if self.test == "key":
+            return normalized == self.needle or normalized.startswith(self.needle + "_")
+        return self.needle in normalized
 
 
 SKIP_RULES: tuple[SkipRule, ...] = (
     SkipRule("empty", "text", "blank", "", "empty text is never stored"),
     SkipRule("cron", "text", "prefix", "[cron:", "cron output is never stored"),
-    SkipRule("heartbeat", "text", "prefix", "[Heartbeat Task", "heartbeat task output is never stored"),
-    SkipRule("distilled", "text", "contains", "[distilled_", "distilled content is never stored again"),
+    SkipRule("heartbeat", "text", "prefix", "[heartbeat task", "heartbeat task output is never stored"),
+    SkipRule("distilled", "text", "prefix", "[distilled_", "distilled content is never stored again"),
     SkipRule(
         "distilled_index", "text", "contains", "distilled_index_sig:", "distilled index signatures are never stored"
     ),
-    SkipRule("assistant_response", "key", "prefix", "assistant_resp", "assistant responses are not auto-saved"),
+    SkipRule("assistant_response", "key", "key", "assistant_resp", "assistant responses are not auto-saved"),
 )
 
 
 def skip_reason(text: str | None, key: str | None = None) -> str | None:
-    """Why ``text`` (auto-saved under ``key``) must not be stored, or None when it may be."""
+    """Why ``text`` (auto-saved under ``key``) must not be stored, or None when it may be. Case and surrounding
+    white space do not matter (``[CRON:x]``, ``  [Distilled_1]``, ``Assistant_Resp_7``), as in Revka."""
     for rule in SKIP_RULES:
         if rule.matches(text or "", key):
             return rule.reason

@@ -13,7 +13,7 @@ Mode = Literal["hybrid", "vector", "text"]
 @dataclass(frozen=True)
 class SearchFilter:
     """Pre-filters. ``spaces`` match by path segments: ``/P/a`` selects ``/P/a`` and ``/P/a/b`` but not
-    ``/P/ab``. Several values in one field mean any of them."""
+    ``/P/ab``; with ``exact_spaces`` only ``/P/a`` itself. Several values in one field mean any of them."""
 
     project: str | None = None
     spaces: tuple[str, ...] = ()
@@ -21,6 +21,7 @@ class SearchFilter:
     memory_types: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
     include_deprecated: bool = False
+    exact_spaces: bool = False  # the Memory API's namespaces: the default one's space holds the others' spaces
 
     def __post_init__(self) -> None:
         normal = tuple(krefs.space_path(krefs.parse_space_path(s, "space_paths")) for s in self.spaces)

@@ -51,8 +51,11 @@ _REDACTION = (
     "`tag`, `model`, `base_url` — are kept as given, so one holding a credential is refused "
     "(`invalid_argument` naming the field) and nothing is written. A password without a label or URL around "
     "it (\"the password is hunter2\") looks like any other word and is not recognised. Some texts are never "
-    "stored: empty text, text starting with `[cron:` or `[Heartbeat Task`, text containing `[distilled_` or "
-    "`distilled_index_sig:`. That is not an error: `kumiho_memory_store` answers "
+    "stored (Revka's own rules, ignoring surrounding white space and letter case): empty text, text starting "
+    "with `[cron:`, `[Heartbeat Task` or `[distilled_`, text containing `distilled_index_sig:`; "
+    "`kumiho_memory_store` judges the first of `user_text`, `assistant_text` and `title` that is not blank. "
+    "That is not an error: "
+    "`kumiho_memory_store` answers "
     '`{"stored": false, "skipped": "<reason>"}`, '
     "`kumiho_memory_ingest` and `kumiho_memory_add_response` answer with `skipped` and buffer nothing, "
     "and reflect does not buffer such a `response` (`buffered: false`)."

@@ -102,7 +102,11 @@ class Recaller:
         with watch.stage("search"):
             self.wait_for_index()
             kinds = tuple(dict.fromkeys(k for kind in q.kinds for k in (kind, *ALSO_RECALLED.get(kind, ()))))
-            where = SearchFilter(project=q.project, spaces=q.spaces or ("/" + q.project,), kinds=kinds)
+            # The Memory API narrows the search itself (its space alone, its category: stored lower-cased, as the
+            # index holds it), so that better matches elsewhere do not fill the pool and leave its entries out.
+            where = SearchFilter(project=q.project, spaces=q.spaces or ("/" + q.project,), kinds=kinds,
+                                 exact_spaces=q.exact_spaces and bool(q.spaces),
+                                 memory_types=q.memory_types if q.exact_spaces else ())
             pool = q.pool or max(q.limit * POOL_FACTOR, MIN_POOL)
             hits = self.search.search(SearchRequest(q.query, where, "hybrid", limit=pool))
         best: dict[str, float] = {}

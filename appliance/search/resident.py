@@ -473,7 +473,8 @@ class ResidentTable:
             mask &= np.isin(self._columns["project"][:n], self._codes["project"].allowed([where.project]))
         if where.spaces:
             inside = [code for path, code in self._codes["space"].ids.items()
-                      if any(path == s or path.startswith(s + "/") for s in where.spaces)]
+                      if any(path == s or (not where.exact_spaces and path.startswith(s + "/"))
+                             for s in where.spaces)]
             mask &= np.isin(self._columns["space"][:n], inside)
         if where.kinds:
             mask &= np.isin(self._columns["kind"][:n], self._codes["kind"].allowed(where.kinds))

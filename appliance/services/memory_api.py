@@ -36,7 +36,10 @@ MAX_LIMIT = 1000  # entries one list or recall answers
 MAX_OFFSET = 1_000_000
 PAGE = 1000  # the graph store's largest page
 PURGE_CHUNK = 200  # items deleted per transaction: a purge of thousands never holds the writer long
-RECALL_POOL_FACTOR = 8  # recall ranks more hits than it answers: namespaces and filters narrow them after search
+RECALL_POOL_FACTOR = 8  # recall ranks more hits than it answers: filters narrow them after search
+# A session or a time window is checked after the search (the index does not hold them): recall then ranks this
+# many hits, so that better matches of other sessions or times do not fill the pool and leave its entries out.
+FILTERED_POOL = 2000
 FORGOTTEN = "forgotten through the Memory API"
 
 
@@ -265,8 +268,10 @@ class MemoryApi:
         ns = self.namespace(namespace)
         start, end = entries.check_window(since, until)
         equals = []
+        categories: tuple[str, ...] = ()
         if category:
-            equals.append(("category", entries.parse_category(category)))
+            categories = (entries.parse_category(category),)
+            equals.append(("category", categories[0]))
         if session_id:
             equals.append(("session_id", entries.check_session_id(session_id)))
         space = self.space(ns)
@@ -275,9 +280,9 @@ class MemoryApi:
         except NotFound:
             return []
         ranked = self.recaller.ranked(RecallQuery(
-            query=query, project=self.project, spaces=(space,), kinds=(entries.KIND,), limit=limit,
-            exact_spaces=True, since=start, until=end, metadata_equals=tuple(equals),
-            pool=max(limit * RECALL_POOL_FACTOR, 50)))
+            query=query, project=self.project, spaces=(space,), kinds=(entries.KIND,), memory_types=categories,
+            limit=limit, exact_spaces=True, since=start, until=end, metadata_equals=tuple(equals),
+            pool=FILTERED_POOL if session_id or start or end else max(limit * RECALL_POOL_FACTOR, 50)))
         return [entries.entry_from(c.item_kref, c.item_kref.rsplit("/", 1)[1].rsplit(".", 1)[0], r.metadata,
                                    r.created_at, ns, c.score) for c, r in ranked]
 

@@ -65,7 +65,10 @@ class WriteService:
         if not (user_text.strip() or assistant_text.strip() or (operator and args.title)):
             raise InvalidArgument("user_text: give the text to remember (user_text or assistant_text)",
                                   field="user_text")
-        skipped = redaction.skip_reason(user_text or assistant_text or args.title or "")
+        # the text the filters judge is the first one with something in it: a blank user_text next to an
+        # assistant_text is no empty memory
+        judged = next((text for text in (user_text, assistant_text, args.title or "") if text.strip()), "")
+        skipped = redaction.skip_reason(judged)
         if skipped:
             return {"stored": False, "skipped": skipped}
         project = project_for(args.project, client)

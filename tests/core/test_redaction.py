@@ -16,9 +16,11 @@ from appliance.core.redaction import (
     redact_pii,
     redact_secrets,
     redact_value,
+    revka_normalized,
     secret_spans,
     skip_reason,
 )
+from tests.write_filters import KEPT_CONTENT, KEPT_KEYS, SKIPPED_BLANK, SKIPPED_CONTENT, SKIPPED_KEYS
 
 JWT = (
     "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4ifQ"
@@ -443,39 +445,36 @@ def test_a_later_step_composes_after_the_regex_pass() -> None:
 # ------------------------------------------------------------------------------------- write-time filters
 
 
-@pytest.mark.parametrize(
-    ("text", "key", "reason"),
-    [
-        ("[cron:daily] backup done", None, "cron output is never stored"),
-        ("  [cron:x]", None, "cron output is never stored"),
-        ("[Heartbeat Task 3] ok", None, "heartbeat task output is never stored"),
-        ("summary [distilled_42] x", None, "distilled content is never stored again"),
-        ("meta distilled_index_sig: abc", None, "distilled index signatures are never stored"),
-        ("", None, "empty text is never stored"),
-        (" \n\t", None, "empty text is never stored"),
-        (None, None, "empty text is never stored"),
-        ("a reply", "assistant_resp_17", "assistant responses are not auto-saved"),
-        ("a reply", "assistant_response", "assistant responses are not auto-saved"),
-    ],
-)
-def test_texts_that_are_never_stored(text: str | None, key: str | None, reason: str) -> None:
-    assert skip_reason(text, key) == reason
+@pytest.mark.parametrize(("text", "reason"), SKIPPED_CONTENT)
+def test_texts_that_revka_never_stores(text: str, reason: str) -> None:
+    assert skip_reason(text) == reason
+    assert skip_reason(text, "user_msg_1") == reason
 
 
-@pytest.mark.parametrize(
-    ("text", "key"),
-    [
-        ("the cron job [cron:x] ran", None),  # only a prefix counts
-        ("[CRON: x]", None),
-        ("Heartbeat Task without bracket", None),
-        ("distilled water", None),
-        ("a user message", "user_msg_1"),
-        ("a user message", "my_assistant_resp"),
-        ("x", ""),
-    ],
-)
-def test_texts_that_may_be_stored(text: str, key: str | None) -> None:
-    assert skip_reason(text, key) is None
+@pytest.mark.parametrize("text", [*SKIPPED_BLANK, None])
+def test_empty_text_is_never_stored(text: str | None) -> None:
+    assert skip_reason(text) == "empty text is never stored"
+
+
+@pytest.mark.parametrize("text", KEPT_CONTENT)
+def test_texts_that_revka_keeps(text: str) -> None:
+    assert skip_reason(text) is None
+
+
+@pytest.mark.parametrize("key", SKIPPED_KEYS)
+def test_assistant_auto_save_keys_are_never_stored(key: str) -> None:
+    assert skip_reason("a plain fact", key) == "assistant responses are not auto-saved"
+
+
+@pytest.mark.parametrize("key", [*KEPT_KEYS, "", None])
+def test_other_keys_are_stored(key: str | None) -> None:
+    assert skip_reason("a plain fact", key) is None
+
+
+def test_revka_trims_unicode_white_space_but_not_the_ascii_separators() -> None:
+    assert revka_normalized("\u2028 [Cron:X] \u3000") == "[cron:x]"
+    assert revka_normalized("\x1fA\x1c") == "\x1fa\x1c"
+    assert revka_normalized("\u212a\u00c9") == "\u212a\u00c9"  # ASCII lower-casing only
 
 
 def test_the_rules_form_one_documented_table() -> None:
@@ -483,4 +482,4 @@ def test_the_rules_form_one_documented_table() -> None:
     assert len(set(names)) == len(names) == 6
     assert all(rule.reason and rule.condition for rule in SKIP_RULES)
     assert SKIP_RULES[1].condition == "the text starts with `[cron:`"
-    assert SKIP_RULES[0].condition == "the text is empty or whitespace"
+    assert SKIP_RULES[0].condition == "the text is empty or white space"

@@ -17,6 +17,7 @@ from appliance.errors import NotFound
 from appliance.memory import entries
 from tests.memory_api.conftest import API, Memories
 from tests.problems import problem as problem_body
+from tests.write_filters import KEPT_CONTENT, KEPT_KEYS, SKIPPED_BLANK, SKIPPED_CONTENT, SKIPPED_KEYS
 
 
 def problem(response: Any, status: int, field: str | None = None) -> dict[str, Any]:
@@ -104,7 +105,46 @@ def test_namespaces_isolate_every_read(mem: Memories) -> None:
                 .splitlines()]
     assert sorted(e["key"] for e in exported) == ["iso-ops-only", "iso-shared"]
     assert mem.client.get(f"{API}/iso-ops-only").status_code == 404  # not in the default namespace
+    # the default namespace's own reads stop at its space too: count and export
+    default_keys = mem.keys(limit=1000)
+    assert "iso-shared" in default_keys and mem.count() == len(default_keys)
+    exported_default = [json.loads(line) for line in mem.client.get(f"{API}/export").text.splitlines()]
+    assert sorted(e["key"] for e in exported_default) == sorted(default_keys)
+    assert {e["namespace"] for e in exported_default} == {"default"}
     problem(mem.client.get(API, params={"namespace": "a/b"}), 400, "namespace")
+
+
+def test_recall_in_the_default_namespace_is_not_crowded_out_by_the_others(
+        make_app: Callable[..., AbstractContextManager[Memories]]) -> None:
+    """The default namespace's space holds the others' spaces: their better matches must not fill the hits
+    recall ranks, leaving the default namespace's own entry out."""
+    with make_app() as app:
+        app.store("garden", "The rooftop garden is watered on Thursdays.")
+        for i in range(70):
+            app.store(f"crowd-{i}", f"rooftop garden rooftop garden watered {i}", namespace="crowd")
+        assert [e["key"] for e in app.recall("rooftop garden watered", limit=1)] == ["garden"]
+        assert len(app.recall("rooftop garden watered", namespace="crowd", limit=60)) == 60
+        # so for a category: the others' better matches do not fill the hits either
+        app.store("daily-garden", "The rooftop garden was watered today.", namespace="crowd", category="daily")
+        assert [e["key"] for e in app.recall("rooftop garden watered", namespace="crowd", category="daily",
+                                             limit=1)] == ["daily-garden"]
+        # and for a session or a time window, which recall checks after the search: it ranks more hits then
+        app.store("session-garden", "The rooftop garden needs watering.", namespace="crowd", session_id="s9")
+        assert [e["key"] for e in app.recall("rooftop garden watered", namespace="crowd", session_id="s9",
+                                             limit=1)] == ["session-garden"]
+        late = app.store("late-garden", "The rooftop garden got new soil.", namespace="crowd")
+        assert [e["key"] for e in app.recall("rooftop garden watered", namespace="crowd", limit=1,
+                                             since=late["timestamp"])] == ["late-garden"]
+
+
+def test_purging_the_default_namespace_leaves_the_others(make_app: Callable[..., AbstractContextManager[Memories]]
+                                                          ) -> None:
+    with make_app() as app:
+        app.store("mine", "The default namespace's entry.")
+        app.store("theirs", "Another namespace's entry.", namespace="other")
+        purged = app.client.post(f"{API}/purge", json={"namespace": "default", "confirm": "default"})
+        assert purged.status_code == 200, purged.text
+        assert app.count() == 0 and app.keys(namespace="other") == ["theirs"]
 
 
 def test_a_call_naming_no_namespace_uses_default_namespace(make_app: Callable[..., AbstractContextManager[Memories]]
@@ -215,25 +255,30 @@ def test_recall_narrows_by_category_and_session(mem: Memories) -> None:
     assert [e["key"] for e in mem.recall("lunch ramen", namespace=ns, session_id="tuesday")] == ["n2"]
 
 
-@pytest.mark.parametrize(("key", "content"), [
-    ("cron-1", "[cron:hourly] patrol check"),
-    ("heartbeat-1", "[Heartbeat Task | high] Execute scheduled patrol"),
-    ("distilled-1", "[distilled_memory_chunk 1/2] summary"),
-    ("distilled-2", "notes distilled_index_sig:abc123"),
-    ("empty-1", ""),
-    ("blank-1", "   \n"),
-    ("assistant_resp", "the assistant said this"),
-    ("assistant_resp_1234", "the assistant said that"),
-], ids=["cron", "heartbeat", "distilled", "distilled-index", "empty", "blank", "assistant_resp",
-        "assistant_resp_"])
-def test_the_seeds_write_filters_store_nothing(mem: Memories, key: str, content: str) -> None:
+FILTERED = [(f"filtered-{i}", content, reason) for i, (content, reason) in enumerate(SKIPPED_CONTENT)] \
+    + [(f"blank-{i}", content, "empty text is never stored") for i, content in enumerate(SKIPPED_BLANK)] \
+    + [(key, "a plain fact", "assistant responses are not auto-saved") for key in SKIPPED_KEYS]
+
+
+@pytest.mark.parametrize(("key", "content", "reason"), FILTERED)
+def test_the_seeds_write_filters_store_nothing(mem: Memories, key: str, content: str, reason: str) -> None:
     before = mem.count(namespace="filters")
     answer = mem.client.post(API, json={"key": key, "content": content, "namespace": "filters"})
     assert answer.status_code == 200, answer.text
-    body = answer.json()
-    assert body["stored"] is False and body["skipped"]
+    assert answer.json() == {"stored": False, "skipped": reason}
     assert mem.count(namespace="filters") == before
-    problem(mem.client.get(f"{API}/{key}", params={"namespace": "filters"}), 404, "key")
+    assert key not in mem.keys(namespace="filters")
+
+
+KEPT = [(f"kept-{i}", content) for i, content in enumerate(KEPT_CONTENT)] \
+    + [(key, "a plain fact") for key in KEPT_KEYS]
+
+
+@pytest.mark.parametrize(("key", "content"), KEPT)
+def test_what_revka_keeps_is_stored(mem: Memories, key: str, content: str) -> None:
+    stored = mem.store(key, content, namespace="kept")
+    assert stored["key"] == key and stored["content"] == content
+    assert key in mem.keys(namespace="kept", key=key)
 
 
 def test_credentials_are_redacted_at_write_time(mem: Memories) -> None:
