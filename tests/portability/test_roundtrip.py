@@ -173,6 +173,11 @@ def test_memory_api_entries_arrive_as_the_memory_api_reads_them(
     assert after["default/boiler"]["superseded_by"] == "boiler_new" and after["default/boiler"]["importance"] == 0.9
     was, now = (httpx.get(a.base_url + "/api/v1/memories/mood", timeout=30) for a in (source[0], app))
     assert was.status_code == 404 and (now.status_code, now.json()) == (was.status_code, was.json())  # forgotten
+    assert app.services.index_worker.wait_synced(60)
+    recalled = httpx.post(app.base_url + "/api/v1/memories/recall", json={"query": "when is the boiler serviced",
+                                                                         "limit": 5}, timeout=30)
+    assert recalled.status_code == 200, recalled.text
+    assert "boiler_new" in [e["key"] for e in recalled.json()["entries"]], recalled.json()
 
 
 def test_artifact_files_arrive_with_their_bytes(source: tuple[InProcess, str],
