@@ -20,7 +20,7 @@ from tests.appliance_process import cli_env, kumiho_ce
 from tests.backup.helpers import backup_now
 from tests.inprocess import serve_in_process
 from tests.mcp_api.clients import call, http_session, in_http_session
-from tests.portability.test_roundtrip import comparable, export
+from tests.portability.test_roundtrip import comparable, export, upload
 
 WRITERS = 2
 
@@ -147,6 +147,10 @@ def test_backup_under_mcp_writes_then_wipe_and_restore_gives_the_export_plus_the
         unknown = [line for line in second_records - first_records if not _belongs_to(line, written)]
         assert not unknown, f"records after the restore that no write of the test made: {_named(unknown)}"
         assert done.writes[-1][2] not in items, "a write acknowledged after the backup ended is in it"
+
+        again = upload(app, before_all)  # the export made before the backup is all held by the restored store
+        assert again["state"] == "done" and again["result"]["new"] == {}, again
+        assert again["result"]["unchanged"] == again["result"]["records"], again["result"]
 
         assert app.services.index_worker.wait_idle(60)
         marker, kref = acknowledged_before[-1]
