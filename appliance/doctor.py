@@ -38,7 +38,7 @@ def run_checks(settings: Settings) -> list[Check]:
         checks.append(_check_running(settings, data_dir))
     else:
         checks.append(Check("lock", "ok", "free: no kumiho-ce process owns this data directory"))
-        checks.append(_check_database(data_dir))
+        checks.append(_check_database(settings, data_dir))
         checks.append(_check_index(data_dir))  # while running, the appliance checks (and repairs) it itself
     checks.extend(_check_runtime_file(data_dir, holder))
     checks.append(_check_disk(data_dir))
@@ -133,7 +133,9 @@ def _check_runtime_file(data_dir: DataDir, holder: int | None) -> list[Check]:
                   "kumiho-ce mcp ignores it and the next start replaces it")]
 
 
-def _check_database(data_dir: DataDir) -> Check:
+def _check_database(settings: Settings, data_dir: DataDir) -> Check:
+    from appliance.backup.store import backup_directory
+
     path = data_dir.graph_path
     if not path.exists():
         return Check("database", "warn", f"{path} not created yet; `kumiho-ce serve` creates it")
@@ -145,8 +147,11 @@ def _check_database(data_dir: DataDir) -> Check:
         return Check("database", "fail", f"schema version {version} is newer than this kumiho-ce "
                      f"({schema.LATEST_VERSION}); upgrade kumiho-ce")
     if version < schema.LATEST_VERSION:
+        # the start snapshots the data directory before it migrates (appliance/backup/snapshots.py), and
+        # refuses to migrate when it cannot: the operator needs to know where that copy goes, not to make one
         return Check("database", "warn", f"schema version {version}; the next start upgrades it to "
-                     f"{schema.LATEST_VERSION} (back it up first)")
+                     f"{schema.LATEST_VERSION}, after saving a snapshot of the data directory in "
+                     f"{backup_directory(settings)} (to go back: `kumiho-ce restore` that file)")
     return Check("database", "ok", f"opens cleanly; schema version {version} (current)")
 
 

@@ -207,3 +207,23 @@ def test_a_memory_written_to_the_graph_is_found_over_http(tmp_path: Path) -> Non
         assert bad.status_code == 400 and "space" in problem(bad)["message"]
         missing = httpx.get(app.base_url + "/api/v1/search")
         assert missing.status_code == 400
+
+
+def test_doctor_says_an_upgrade_saves_a_snapshot_first_and_where(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """An older graph: doctor names the snapshot directory the next start saves the data directory into."""
+    from appliance import cli
+    from appliance.graph import schema
+
+    with serve(tmp_path / "data") as app:
+        app.stop()
+    monkeypatch.setattr(schema, "LATEST_VERSION", schema.LATEST_VERSION + 1)  # this graph is now one version old
+    snapshots = tmp_path / "elsewhere"
+    for name, value in cli_env(tmp_path / "data", KUMIHO_CE_MEMORY__SNAPSHOT_DIR=str(snapshots)).items():
+        monkeypatch.setenv(name, value)
+    cli.main(["doctor"])
+    out = capsys.readouterr().out
+    assert f"the next start upgrades it to {schema.LATEST_VERSION}, after saving a snapshot of the data " \
+           f"directory in {snapshots}" in out, out
+    assert "back it up first" not in out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from appliance.config import reference_markdown
@@ -64,3 +65,26 @@ def test_the_readme_shows_the_two_commands() -> None:
 
 def test_ci_runs_exactly_make_test() -> None:
     assert "exec make test" in (ROOT / ".ci" / "run").read_text()
+
+
+def _anchors(markdown: str) -> set[str]:
+    """The anchors a Markdown renderer gives the page's headings (lower case, punctuation dropped, '-' for spaces)."""
+    headings = re.findall(r"^#+ (.*)$", re.sub(r"```.*?```", "", markdown, flags=re.S), re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+def test_every_link_between_the_docs_reaches_a_page_and_a_heading() -> None:
+    """A page moved or merged into another (and deleted) leaves no link to nowhere."""
+    broken = []
+    for page in (*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"):
+        text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", target):
+                continue
+            path, _, anchor = target.partition("#")
+            linked = (page.parent / path) if path else page
+            if not linked.exists():
+                broken.append(f"{page.name}: {target} (no such file)")
+            elif anchor and linked.suffix == ".md" and anchor not in _anchors(linked.read_text()):
+                broken.append(f"{page.name}: {target} (no such heading)")
+    assert not broken, broken

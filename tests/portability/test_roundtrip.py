@@ -67,6 +67,39 @@ async def _memories(session: Any) -> list[dict[str, Any]]:
     return [one, two]
 
 
+ENTRIES = (  # Memory API entries (what /api/v1/memories and Revka read): namespaces, sessions, supersession, forget
+    {"key": "boiler", "content": "The boiler is serviced in October", "category": "core", "importance": 0.9},
+    {"key": "boiler_new", "content": "The boiler is serviced in November now", "category": "core",
+     "supersedes": "boiler"},
+    {"key": "standup", "content": "Standup moved to 9:30", "category": "daily", "namespace": "work",
+     "session_id": "s-1"},
+    {"key": "chat_1", "content": "We talked about the garden", "category": "conversation", "session_id": "s-2"},
+    {"key": "mood", "content": "Feeling fine", "category": "diary", "metadata": {"source": "phone"}},
+)
+
+
+def _memory_api_entries(app: InProcess) -> None:
+    for body in ENTRIES:
+        stored = httpx.post(app.base_url + "/api/v1/memories", json=body, timeout=30)
+        assert stored.status_code == 201, stored.text
+    forgotten = httpx.delete(app.base_url + "/api/v1/memories/mood", timeout=30)
+    assert forgotten.status_code == 200, forgotten.text
+
+
+def _entries(app: InProcess) -> dict[str, Any]:
+    """Every live Memory API entry by namespace and key, and the counts, as the Memory API answers them."""
+    seen: dict[str, Any] = {}
+    for namespace in ("default", "work"):
+        listed = httpx.get(app.base_url + "/api/v1/memories", params={"namespace": namespace, "limit": 100},
+                           timeout=30)
+        assert listed.status_code == 200, listed.text
+        seen.update({f"{namespace}/{e['key']}": e for e in listed.json()["entries"]})
+        count = httpx.get(app.base_url + "/api/v1/memories/count", params={"namespace": namespace}, timeout=30)
+        assert count.status_code == 200, count.text
+        seen[f"{namespace} count"] = count.json()
+    return seen
+
+
 @pytest.fixture(scope="module")
 def source(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[InProcess, str]]:
     """An appliance holding every record type: the graph fixture plus memories stored through MCP (their
@@ -74,6 +107,7 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[InProcess
     with serve_in_process(tmp_path_factory.mktemp("source") / "data", None) as app:
         populate(app.services.graph, app.services.data_dir.root / "artifacts")
         in_http_session(app.base_url, _memories)
+        _memory_api_entries(app)
         yield app, export(app)
 
 
@@ -126,6 +160,24 @@ def test_export_then_import_into_an_empty_appliance_then_export_gives_the_same_f
     again = export(app)
     assert comparable(again, app.services.data_dir.root) == comparable(source[1], source[0].services.data_dir.root)
     assert json.loads(again.splitlines()[0])["exported_at"] != json.loads(source[1].splitlines()[0])["exported_at"]
+
+
+def test_memory_api_entries_arrive_as_the_memory_api_reads_them(
+        source: tuple[InProcess, str], target: tuple[InProcess, dict[str, Any]]) -> None:
+    app, job = target
+    assert job["state"] == "done", job
+    before, after = _entries(source[0]), _entries(app)
+    assert set(before) >= {"default/boiler", "default/boiler_new", "default/chat_1", "work/standup"}
+    assert "default/mood" not in before  # forgotten
+    assert after == before
+    assert after["default/boiler"]["superseded_by"] == "boiler_new" and after["default/boiler"]["importance"] == 0.9
+    was, now = (httpx.get(a.base_url + "/api/v1/memories/mood", timeout=30) for a in (source[0], app))
+    assert was.status_code == 404 and (now.status_code, now.json()) == (was.status_code, was.json())  # forgotten
+    assert app.services.index_worker.wait_synced(60)
+    recalled = httpx.post(app.base_url + "/api/v1/memories/recall", json={"query": "when is the boiler serviced",
+                                                                         "limit": 5}, timeout=30)
+    assert recalled.status_code == 200, recalled.text
+    assert "boiler_new" in [e["key"] for e in recalled.json()["entries"]], recalled.json()
 
 
 def test_artifact_files_arrive_with_their_bytes(source: tuple[InProcess, str],
