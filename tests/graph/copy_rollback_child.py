@@ -18,6 +18,7 @@ from typing import Any
 
 from appliance.errors import KumihoError, StorageError
 from appliance.graph import GraphStore, NewEdge, NewRevision
+from appliance.graph.engine import KuzuEngine, Tx
 from appliance.graph.portable import LoadBatch
 
 SPACE = "/P/a"
@@ -93,7 +94,48 @@ def scenarios(store: GraphStore) -> dict[str, tuple[Callable[[], object], Callab
     }
 
 
+def _engine_contents(engine: KuzuEngine) -> dict[str, Any]:
+    return engine.read(lambda tx: {"nodes": tx.rows("MATCH (n:N) RETURN n.id, n.v ORDER BY n.id"),
+                                   "edges": tx.rows("MATCH (a:N)-[r:R]->(b:N) RETURN a.id, b.id ORDER BY a.id, b.id")})
+
+
+def at_commit(path: Path) -> None:
+    """On the engine itself: a transaction updates a row, bulk-loads nodes and relationships, and fails just before
+    COMMIT (where an audit row is written); then the same writes succeed (no version mark is left behind)."""
+    engine = KuzuEngine(path, buffer_pool_mb=64, readers=2)
+    engine.write(lambda tx: tx.run("CREATE NODE TABLE N(id STRING PRIMARY KEY, v INT64)"))
+    engine.write(lambda tx: tx.run("CREATE REL TABLE R(FROM N TO N)"))
+    engine.write(lambda tx: tx.run("CREATE (:N {id: 'a', v: 0}), (:N {id: 'b', v: 0})"))
+    engine.write(lambda tx: tx.run("MATCH (a:N {id: 'a'}), (b:N {id: 'b'}) CREATE (a)-[:R]->(b)"))
+
+    def load(tx: Tx, i: int, fail: bool) -> None:
+        tx.run("MATCH (n:N {id: 'a'}) SET n.v = $v", {"v": -i if fail else i})
+        tx.copy("N", "row.id AS id, row.v AS v", [{"id": f"x{i}", "v": i}])
+        tx.copy("R", "row.a AS f, row.b AS t", [{"a": "b", "b": f"x{i}"}])
+        if fail:
+            tx.before_commit(lambda tx: (_ for _ in ()).throw(StorageError("refused at commit")))
+
+    report: dict[str, Any] = {"before": _engine_contents(engine), "errors": []}
+    for i in range(1, 4):
+        try:
+            engine.write(lambda tx, i=i: load(tx, i, fail=True))
+        except StorageError as exc:
+            report["errors"].append(type(exc).__name__)
+    report["after_failures"] = _engine_contents(engine)
+    for i in range(1, 4):
+        engine.write(lambda tx, i=i: load(tx, i, fail=False))  # the same new keys, the same updated row
+    report["after_writes"] = _engine_contents(engine)
+    engine.close()
+    engine = KuzuEngine(path, buffer_pool_mb=64, readers=2)
+    report["reopened"] = _engine_contents(engine)
+    engine.close()
+    print(json.dumps(report), flush=True)
+
+
 def main(path: Path, scenario: str) -> None:
+    if scenario == "at-commit":
+        at_commit(path)
+        return
     seed(path)
     report: dict[str, Any] = {}
     with GraphStore.open(path, buffer_pool_mb=64, readers=2) as store:
