@@ -350,7 +350,8 @@ class KuzuEngine:
             for conn in self.connections:
                 conn.reattach(self._db)
             self._writer_conn.execute("CALL auto_checkpoint=false", {})
-            self._checkpoint_due = False  # the reopened database holds no version marks
+            # the reopened database holds no version marks; a large log is still due its checkpoint
+            self._checkpoint_due = self._wal_bytes() >= CHECKPOINT_WAL_BYTES
         finally:
             for conn in readers:
                 self._readers.put(conn)
