@@ -303,20 +303,21 @@ class KuzuEngine:
                 future.set_result(result)
 
     def _rollback(self, checkpoint: bool, reopen: bool) -> None:
-        with contextlib.suppress(RuntimeError):  # no active transaction: Kùzu rolled back a failed query itself
-            self._writer_conn.execute("ROLLBACK", {})
         # Kùzu 0.11.3 cannot roll back a COPY into a relationship table that holds rows: it drops the table's
-        # committed rows from memory (a checkpoint then writes the loss to disk), or, when some of them are not
-        # checkpointed yet, the next checkpoint crashes the process. The database file and its write-ahead log
-        # are still right (the log holds committed transactions only), so the engine reopens the database
-        # without checkpointing it: the log's replay rebuilds exactly the committed graph, with no version marks
-        # either (tests/graph/test_copy_rollback.py).
+        # committed rows from memory (a checkpoint then writes the loss to disk), a read of the table meanwhile
+        # can hang, and when some of its rows are not checkpointed yet the next checkpoint crashes the process.
+        # The database file and its write-ahead log are still right (the log holds committed transactions only),
+        # so the engine rolls back with no read running and reopens the database without checkpointing it: the
+        # log's replay rebuilds exactly the committed graph, with no version marks either
+        # (tests/graph/test_copy_rollback.py).
         if reopen:
             try:
-                self._reopen_without_checkpoint()
+                self._rollback_and_reopen()
             except Exception:  # the writer thread must live on: later writes then fail with the cause
                 log.exception("the graph database could not be reopened after a rolled-back bulk load")
             return
+        with contextlib.suppress(RuntimeError):  # no active transaction: Kùzu rolled back a failed query itself
+            self._writer_conn.execute("ROLLBACK", {})
         # Kùzu 0.11.3 keeps the version marks of rows a rolled-back transaction updated: the next update of such
         # a row fails ("Write-write conflict"), a rolled-back key can come back as a duplicate, and a few writes
         # later the process may crash inside Kùzu. A checkpoint clears them (tests/graph/test_rollback.py).
@@ -336,10 +337,12 @@ class KuzuEngine:
             return
         self._checkpoint_due = False
 
-    def _reopen_without_checkpoint(self) -> None:
-        """Close the database without the checkpoint Kùzu runs on close, and open it again (on the writer thread,
-        between transactions). Reads in flight finish first: every reader connection is taken out of the pool."""
+    def _rollback_and_reopen(self) -> None:
+        """Roll back, close the database without the checkpoint Kùzu runs on close, and open it again. Reads in
+        flight finish first and no read starts until it is done: every reader connection is out of the pool."""
         log.warning("reopening the graph database after a rolled-back bulk load")
+        with contextlib.suppress(RuntimeError):  # no active transaction: Kùzu rolled back a failed query itself
+            self._writer_conn.execute("ROLLBACK", {})
         readers = [self._readers.get() for _ in self.connections[1:]]
         try:
             self._writer_conn.execute("CALL force_checkpoint_on_close=false", {})
