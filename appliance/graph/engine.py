@@ -63,6 +63,13 @@ class Connection:
             self._statements[key] = statement
         return self._conn.execute(statement, params)  # type: ignore[return-value]  # one statement: one result
 
+    def reattach(self, db: kuzu.Database) -> None:
+        """Open this connection anew on ``db`` (the engine reopened its database); its statements are dropped."""
+        self._statements.clear()
+        self._db = db
+        self._conn = kuzu.Connection(db)
+        self.reopened += 1
+
     def recycle_if_full(self) -> None:
         """Reopen the connection when it holds too many compiled statements (call outside a transaction)."""
         if len(self._statements) > self.max_statements:
@@ -92,6 +99,8 @@ class Tx:
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
         self.wrote = False  # whether a statement that changes data ran (a rollback then needs a checkpoint)
+        self.copied = False  # whether a COPY ran (a rollback then reopens the database: see KuzuEngine._rollback)
+        self.updated_rels: set[str] = set()  # relationship tables whose rows a SET or DELETE named (see ``copy``)
         self.committed: list[Callable[[], None]] = []  # run once this write transaction has committed
         self.committing: list[Callable[[Tx], None]] = []  # run inside it, after its job, just before COMMIT
 
@@ -110,6 +119,7 @@ class Tx:
         # Kùzu refuses parameters a query does not use; callers may share one parameter dict.
         wanted = _parameters(query)
         self.wrote = self.wrote or _changes_data(query)
+        self.updated_rels.update(_updated_rels(query))
         try:
             result = self._conn.execute(query, {k: v for k, v in (params or {}).items() if k in wanted})
             # rows are lists: rows_as_dict() is never set
@@ -133,8 +143,15 @@ class Tx:
         ``UNWIND … MATCH (a {id}), (b {id}) CREATE``, which Kùzu plans as scans. ``columns`` lists every
         column of the table in order (``from``/``to`` keys first for relationships), aliased uniquely. Both are
         constants of the calling code, so the query texts stay a small fixed set (each is compiled once).
+
+        A transaction that SETs or DELETEs rows of a relationship table and then COPYs into that table crashes
+        Kùzu 0.11.3 when it is rolled back (inside ROLLBACK itself), so that order is refused: COPY first.
         """
+        if table in self.updated_rels:  # refused before it runs: the rollback of this transaction would crash
+            raise StorageError(f"the graph cannot bulk-load {table} in a transaction that has changed rows of "
+                               f"{table} (Kùzu 0.11 crashes rolling that back): load first, then change")
         if rows:
+            self.copied = True  # before it runs: a COPY that fails part-way is rolled back like one that ran
             self.run(f"COPY {table} FROM (UNWIND $rows AS row RETURN {columns})", {**(params or {}), "rows": rows})
 
     def one(self, query: str, params: dict[str, Any] | None = None) -> list[Any] | None:
@@ -160,6 +177,15 @@ def _parameters(query: str) -> frozenset[str]:
 
 
 @functools.lru_cache(maxsize=1024)
+def _updated_rels(query: str) -> frozenset[str]:
+    """The relationship tables (``[e:NAME]`` patterns) of a statement that SETs or DELETEs: an over-estimate
+    (the statement may change only a node it reached through them), which is the safe side for ``Tx.copy``."""
+    if re.search(r"\b(SET|DELETE|REMOVE)\b", query, re.IGNORECASE) is None:
+        return frozenset()
+    return frozenset(re.findall(r"\[\w*:(\w+)", query))
+
+
+@functools.lru_cache(maxsize=1024)
 def _changes_data(query: str) -> bool:
     return re.search(r"\b(CREATE|MERGE|SET|DELETE|DETACH|REMOVE|COPY|DROP|ALTER)\b", query, re.IGNORECASE) is not None
 
@@ -181,6 +207,7 @@ class KuzuEngine:
                 "process; if it is damaged, restore a backup (kumiho-ce restore)."
             ) from exc
         self.path = path
+        self._buffer_pool_mb = buffer_pool_mb
         self._wal = path.with_name(path.name + ".wal")
         self.connections = [Connection(self._db, max_statements) for _ in range(readers + 1)]
         self._readers: queue.SimpleQueue[Connection] = queue.SimpleQueue()
@@ -255,7 +282,8 @@ class KuzuEngine:
                 self._checkpoint_if_due()
                 self._writer_conn.recycle_if_full()  # between transactions: nothing of one is lost
                 self._writer_conn.execute("BEGIN TRANSACTION", {})
-                began, tx.wrote, tx.committed, tx.committing = True, False, [], []
+                began, tx.wrote, tx.copied, tx.committed, tx.committing = True, False, False, [], []
+                tx.updated_rels = set()
                 result = job(tx)
                 for action in tx.committing:
                     action(tx)
@@ -263,7 +291,7 @@ class KuzuEngine:
                 self._checkpoint_due = self._checkpoint_due or self._wal_bytes() >= CHECKPOINT_WAL_BYTES
             except BaseException as exc:
                 if began:
-                    self._rollback(checkpoint=tx.wrote)
+                    self._rollback(checkpoint=tx.wrote, reopen=tx.copied)
                 future.set_exception(_as_kumiho_error(exc))
             else:
                 # listeners first: a caller that reads a commit counter after its write sees its own commit
@@ -274,7 +302,20 @@ class KuzuEngine:
                         log.exception("commit listener failed")
                 future.set_result(result)
 
-    def _rollback(self, checkpoint: bool) -> None:
+    def _rollback(self, checkpoint: bool, reopen: bool) -> None:
+        # Kùzu 0.11.3 cannot roll back a COPY into a relationship table that holds rows: it drops the table's
+        # committed rows from memory (a checkpoint then writes the loss to disk), a read of the table meanwhile
+        # can hang, and when some of its rows are not checkpointed yet the next checkpoint crashes the process.
+        # The database file and its write-ahead log are still right (the log holds committed transactions only),
+        # so the engine rolls back with no read running and reopens the database without checkpointing it: the
+        # log's replay rebuilds exactly the committed graph, with no version marks either
+        # (tests/graph/test_copy_rollback.py).
+        if reopen:
+            try:
+                self._rollback_and_reopen()
+            except Exception:  # the writer thread must live on: later writes then fail with the cause
+                log.exception("the graph database could not be reopened after a rolled-back bulk load")
+            return
         with contextlib.suppress(RuntimeError):  # no active transaction: Kùzu rolled back a failed query itself
             self._writer_conn.execute("ROLLBACK", {})
         # Kùzu 0.11.3 keeps the version marks of rows a rolled-back transaction updated: the next update of such
@@ -295,6 +336,28 @@ class KuzuEngine:
             log.info("checkpoint postponed (tried again before the next write): %s", exc)
             return
         self._checkpoint_due = False
+
+    def _rollback_and_reopen(self) -> None:
+        """Roll back, close the database without the checkpoint Kùzu runs on close, and open it again. Reads in
+        flight finish first and no read starts until it is done: every reader connection is out of the pool."""
+        log.warning("reopening the graph database after a rolled-back bulk load")
+        with contextlib.suppress(RuntimeError):  # no active transaction: Kùzu rolled back a failed query itself
+            self._writer_conn.execute("ROLLBACK", {})
+        readers = [self._readers.get() for _ in self.connections[1:]]
+        try:
+            self._writer_conn.execute("CALL force_checkpoint_on_close=false", {})
+            for conn in self.connections:
+                conn.close()
+            self._db.close()
+            self._db = kuzu.Database(str(self.path), buffer_pool_size=self._buffer_pool_mb * 1024 * 1024)
+            for conn in self.connections:
+                conn.reattach(self._db)
+            self._writer_conn.execute("CALL auto_checkpoint=false", {})
+            # the reopened database holds no version marks; a large log is still due its checkpoint
+            self._checkpoint_due = self._wal_bytes() >= CHECKPOINT_WAL_BYTES
+        finally:
+            for conn in readers:
+                self._readers.put(conn)
 
     def _wal_bytes(self) -> int:
         try:

@@ -418,10 +418,13 @@ class RevisionStore(StoreBase):
         existing = [{"item": i, "next": numbers[i]} for i in last if i not in new_items]
         tx.unwind("UNWIND $rows AS row MATCH (i:Item {id: row.item}) SET i.next_number = row.next, "
                   "i.modified_at = $now", existing, params)
-        tx.unwind("UNWIND $rows AS row MATCH (:Item {id: row.item})-[t:TAGGED]->() "
-                  "WITH t WHERE t.tag = 'latest' AND t.until = '' SET t.until = $now", existing, params)
+        # the new 'latest' spans first, then the old ones end: Kùzu 0.11 crashes rolling back a COPY into a
+        # relationship table after a SET on its rows (Tx.copy)
         tx.copy("TAGGED", "row.item AS f, row.rev AS t, 'latest' AS tag, $now AS since, '' AS until",
                 [{"item": i, "rev": r} for i, r in last.items()], params)
+        tx.unwind("UNWIND $rows AS row MATCH (:Item {id: row.item})-[t:TAGGED]->(r:Revision) "
+                  "WITH t, r, row WHERE t.tag = 'latest' AND t.until = '' AND r.id <> row.rev SET t.until = $now",
+                  [{**e, "rev": last[e["item"]]} for e in existing], params)
         self._events(tx, "revision.created", [to_kref(p["id"]) for p in plan], now)
         results: list[Revision | None] = [None] * len(rows)
         latest_ids = set(last.values())

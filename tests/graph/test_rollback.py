@@ -3,7 +3,8 @@
 Kùzu 0.11.3 does not clear the version marks of rows a rolled-back transaction updated: the next transaction
 that updates one of those rows fails with "Write-write conflict", a rolled-back key can come back as a duplicate
 primary key, and a few writes later the process can die in Kùzu. The engine checkpoints after every rollback of a
-transaction that reached the database, which clears them.
+transaction that reached the database, which clears them (after one that bulk-loaded rows it reopens the
+database instead, which clears them too: tests/graph/test_copy_rollback.py).
 """
 
 from __future__ import annotations
