@@ -127,7 +127,7 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
     with data_dir.lock():
         data_dir.clear_runtime()  # whatever server.json says now, a killed owner left it: the lock was free
         if settings.memory.auto_hydrate:
-            hydrate_if_empty(settings, data_dir)  # before the graph opens: an empty store takes the newest snapshot
+            hydrate_if_empty(settings, data_dir)  # before the graph opens: no graph at all takes the newest snapshot
         graph = GraphStore.open(
             data_dir.graph_path,
             buffer_pool_mb=settings.graph.buffer_pool_mb,

@@ -22,7 +22,6 @@ from appliance.config import Settings
 from appliance.datadir import DataDir
 from appliance.errors import Conflict, InvalidArgument, KumihoError
 from appliance.graph import schema
-from appliance.graph.engine import KuzuEngine, Tx
 
 log = logging.getLogger(__name__)
 STAGING_PREFIX = ".restore-staging-"
@@ -83,25 +82,13 @@ def _sync_directory(path: Path) -> None:
         os.close(fd)
 
 
-def store_is_empty(data_dir: DataDir) -> bool:
-    """No graph yet, or a graph without items (opened briefly: the caller holds the lock, nothing else runs)."""
-    if not data_dir.graph_path.exists():
-        return True
-    engine = KuzuEngine(data_dir.graph_path, buffer_pool_mb=64, readers=1)
-    try:
-        def count(tx: Tx) -> int:
-            if "Item" not in {row[0] for row in tx.rows("CALL show_tables() RETURN name")}:
-                return 0
-            return int(tx.scalar("MATCH (i:Item) RETURN count(i)") or 0)
-
-        return engine.read(count) == 0
-    finally:
-        engine.close()
-
-
 def hydrate_if_empty(settings: Settings, data_dir: DataDir) -> Restored | None:
-    """``[memory] auto_hydrate``: when the store is empty, restore the newest snapshot that holds items and
-    passes its checksums (an older one when the newest fails). None when nothing was restored."""
+    """``[memory] auto_hydrate``: when the data directory has no graph at all (a new machine, a wiped
+    ``graph/``), restore the newest snapshot that holds items and passes its checksums (an older one when the
+    newest fails). None when nothing was restored.
+
+    A graph without items is not "empty" here: it is what purging or deleting everything leaves, and bringing
+    that memory back unasked would undo the deletion (only a restore the operator runs may do that)."""
     directory = backup_directory(settings)
     try:
         listed = list_archives(directory)
@@ -110,7 +97,7 @@ def hydrate_if_empty(settings: Settings, data_dir: DataDir) -> Restored | None:
         return None
     candidates = [info for info in listed
                   if info.counts.get("items", 0) > 0 and info.schema_version <= schema.LATEST_VERSION]
-    if not candidates or not store_is_empty(data_dir):
+    if not candidates or data_dir.graph_path.exists():
         return None
     for info in candidates:
         try:
@@ -119,8 +106,8 @@ def hydrate_if_empty(settings: Settings, data_dir: DataDir) -> Restored | None:
             log.error("auto_hydrate: the snapshot %s cannot be restored (%s); trying an older one",
                       directory / info.name, exc.message)
             continue
-        log.warning("auto_hydrate: the store was empty; restored the snapshot %s (%d items, made %s)",
+        log.warning("auto_hydrate: the data directory had no graph; restored the snapshot %s (%d items, made %s)",
                     directory / info.name, info.counts.get("items", 0), info.created_at)
         return restored
-    log.error("auto_hydrate: the store is empty and no snapshot in %s could be restored; starting empty", directory)
+    log.error("auto_hydrate: the data directory has no graph and no snapshot in %s could be restored; starting empty", directory)
     return None
