@@ -217,7 +217,7 @@ def test_a_write_error_during_a_restore_is_reported_as_such_not_as_a_damaged_arc
     # a real write error from the kernel (as a full disk gives ENOSPC): the file size limit gives EFBIG
     done = subprocess.run([sys.executable, "-m", "appliance", "restore", "--yes", str(saved)], cwd=ROOT,
                           env=cli_env(data), text=True, capture_output=True, timeout=120,
-                          preexec_fn=functools.partial(_limit_file_size, limit))  # noqa: PLW1509 (no threads in this child yet)
+                          preexec_fn=functools.partial(_limit_file_size, limit))
     assert done.returncode != 0, done.stdout
     assert f"cannot write into {data}" in done.stderr, done.stderr
     assert "damaged" not in done.stderr and "truncated" not in done.stderr and "Traceback" not in done.stderr
