@@ -18,6 +18,7 @@ The token never enters an archive: whoever holds a backup file does not hold the
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import io
@@ -275,7 +276,8 @@ class _Target:
             self._guard(self.handle.flush)
             self._guard(lambda: os.fsync(self.handle.fileno()))
         finally:
-            self.handle.close()
+            with contextlib.suppress(OSError):  # a flush that failed again: already reported above
+                self.handle.close()
 
     def _guard(self, step: Callable[[], Any]) -> Any:
         try:

@@ -165,9 +165,16 @@ _NEXT = schema.Migration(schema.LATEST_VERSION + 1, "a test table", ("CREATE NOD
 
 
 def _v1_data_dir(tmp_path: Path) -> DataDir:
+    """A data directory with memories, its graph at the newest schema (the fixture is older: brought up to
+    date here, so that _NEXT is the one migration left)."""
     data = tmp_path / "data"
     unpack(FIXTURES / "schema_v1.tar.xz", data)
     DataDir(data).ensure()
+    engine = KuzuEngine(DataDir(data).graph_path, buffer_pool_mb=64)
+    try:
+        schema.migrate(engine)
+    finally:
+        engine.close()
     return DataDir(data)
 
 
