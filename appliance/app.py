@@ -36,7 +36,7 @@ from appliance.admin_api.portability import PortabilityController
 from appliance.admin_api.search import SearchController
 from appliance.admin_api.ui import ui_router
 from appliance.backup.capture import Sources
-from appliance.backup.restore import hydrate_if_empty
+from appliance.backup.restore import finish_interrupted_restore, hydrate_if_empty
 from appliance.backup.snapshots import Snapshots, before_migration
 from appliance.backup.store import Backups, backup_directory
 from appliance.config import Settings
@@ -126,8 +126,9 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
     data_dir.ensure()
     with data_dir.lock():
         data_dir.clear_runtime()  # whatever server.json says now, a killed owner left it: the lock was free
+        finish_interrupted_restore(data_dir)  # before anything opens the graph: a restore a crash cut short
         if settings.memory.auto_hydrate:
-            hydrate_if_empty(settings, data_dir)  # before the graph opens: an empty store takes the newest snapshot
+            hydrate_if_empty(settings, data_dir)  # before the graph opens: no graph at all takes the newest snapshot
         graph = GraphStore.open(
             data_dir.graph_path,
             buffer_pool_mb=settings.graph.buffer_pool_mb,

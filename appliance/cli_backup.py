@@ -42,15 +42,12 @@ def cmd_backup(args: argparse.Namespace, settings: Settings) -> int:
     if not (target if target.is_dir() else target.parent).is_dir():
         raise InvalidArgument(f"FILE: the directory {target.parent} does not exist", field="FILE")
     with connect(settings) as app:
-        while True:
-            job = app.call("POST", "/api/v1/backups")
-            finished = app.follow_job(job["job_id"], "backup" if job["kind"] == "backup" else "waiting for a snapshot")
-            if job["kind"] == "backup":  # a scheduled snapshot was running: it was joined; now ours
-                break
+        job = app.call("POST", "/api/v1/backups")  # a job of this command's own: no other client's file
+        finished = app.follow_job(job["job_id"], "backup")
         name = finished["result"]["name"]
         path = target / name if target.is_dir() else target
         size = _download(app, name, path)
-        app.call("DELETE", f"/api/v1/backups/{name}")  # the copy the appliance made: FILE is the backup
+        app.call("DELETE", f"/api/v1/backups/{name}")  # the copy this command's job made: FILE is the backup
     print(f"backup written to {path} ({size:,} bytes); restore it with `kumiho-ce restore {path}`")
     return 0
 

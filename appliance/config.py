@@ -171,9 +171,10 @@ class MemorySettings(_Section):
                                "until you delete them)")
     snapshot_on_hygiene: bool = Field(False, description="take a snapshot before each hygiene pass that may "
                                       "change entries (not before a dry run); a failed snapshot stops the pass")
-    auto_hydrate: bool = Field(True, description="at start, when the store is empty (no graph yet, or no "
-                               "items), restore the newest snapshot in snapshot_dir that holds memories and "
-                               "passes its checksums; false = start empty")
+    auto_hydrate: bool = Field(True, description="at start, when the data directory has no graph at all (a "
+                               "new machine, or a wiped graph/ folder), restore the newest snapshot in snapshot_dir "
+                               "that holds memories and passes its checksums; a graph whose entries were all "
+                               "deleted or purged stays empty; false = start empty")
     audit_enabled: bool = Field(False, description="record who changed the memory: one row per committed change "
                                 "(front door, client, operation, the krefs changed), in the same transaction as "
                                 "the change, readable at GET /api/v1/audit. The appliance records every client's "

@@ -17,7 +17,6 @@ from litestar.response import File
 from pydantic import Field
 
 from appliance.admin_api.console_shapes import JobView, Shape
-from appliance.backup.snapshots import BACKUP_JOB_KEY
 from appliance.backup.store import BackupInfo
 from appliance.errors import Conflict
 from appliance.jobs import Job
@@ -79,8 +78,9 @@ class BackupsController(Controller):
                     "writes_held_seconds": round(made.timings["writes_held"], 4),
                     "index_paused_seconds": round(made.timings["index_paused"], 4)}
 
-        job = services.jobs.submit("backup", work, lane="interactive", description="backup on request",
-                                   key=BACKUP_JOB_KEY)
+        # no job key: every request gets a job and a file of its own, so the client that asked for it may
+        # delete it (``kumiho-ce backup`` does) without deleting another's; Backups runs one at a time
+        job = services.jobs.submit("backup", work, lane="interactive", description="backup on request")
         return JobView.model_validate(job.to_dict())
 
     @get("", summary="The backups and snapshots in the backup directory, newest first", sync_to_thread=True)

@@ -18,6 +18,8 @@ The token never enters an archive: whoever holds a backup file does not hold the
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import io
 import json
@@ -30,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
-from appliance.errors import InvalidArgument
+from appliance.errors import InvalidArgument, StorageError
 
 FORMAT = "kumiho-ce-backup"
 FORMAT_VERSION = 1
@@ -202,16 +204,21 @@ def verify(archive: Path, progress: Progress | None = None, extract_to: Path | N
                     raise _bad(where, member.name, "appears twice")
                 if not member.isfile():
                     raise _bad(where, member.name, "is not a regular file (links and devices are refused)")
+                if member.size != entry.size:  # refused before a byte is written: the manifest bounds the disk
+                    raise _bad(where, entry.path, f"holds {member.size} bytes where the manifest says {entry.size}")
                 handle = tar.extractfile(member)
                 assert handle is not None  # a regular file
                 seen.append(member.name)
                 seen_names.add(member.name)
                 digest, size = hashlib.sha256(), 0
-                out = _open_target(extract_to, entry.path) if extract_to is not None else None
+                out = _Target(extract_to, entry.path) if extract_to is not None else None
                 try:
-                    while chunk := handle.read(CHUNK):
-                        digest.update(chunk)
+                    while chunk := handle.read(min(CHUNK, entry.size - size + 1)):
                         size += len(chunk)
+                        if size > entry.size:  # never write past the size the manifest gives the file
+                            raise _bad(where, entry.path, f"holds more than the {entry.size} bytes the manifest "
+                                       "says")
+                        digest.update(chunk)
                         if out is not None:
                             out.write(chunk)
                         done += len(chunk)
@@ -250,10 +257,43 @@ def _first_manifest(tar: tarfile.TarFile, where: str) -> Manifest:
     return Manifest.from_json(raw, where)
 
 
-def _open_target(root: Path, relative: str) -> IO[bytes]:
-    target = root / relative
-    target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return target.open("xb")
+class _Target:
+    """A file being extracted. A write error here (a full disk, a read-only or unwritable data directory) is
+    the data directory's problem, not the archive's: it is reported as a StorageError naming the directory,
+    never as a damaged archive."""
+
+    def __init__(self, root: Path, relative: str) -> None:
+        self.root, self.path = root, root / relative
+        self._guard(lambda: self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700))
+        self.handle: IO[bytes] = self._guard(lambda: self.path.open("xb"))
+
+    def write(self, chunk: bytes) -> None:
+        self._guard(lambda: self.handle.write(chunk))
+
+    def close(self) -> None:
+        """Flushed and fsynced: a restore renames these files into place, and a crash must find them whole."""
+        try:
+            self._guard(self.handle.flush)
+            self._guard(lambda: os.fsync(self.handle.fileno()))
+        finally:
+            with contextlib.suppress(OSError):  # a flush that failed again: already reported above
+                self.handle.close()
+
+    def _guard(self, step: Callable[[], Any]) -> Any:
+        try:
+            return step()
+        except OSError as exc:
+            raise extraction_failed(self.root, exc) from None
+
+
+def extraction_failed(root: Path, exc: OSError) -> StorageError:
+    where = root.parent  # the data directory (staging is inside it)
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        fix = f"free space in {where} (the restore needs room for the whole archive unpacked)"
+    else:
+        fix = f"make {where} writable and give it room for the whole archive unpacked"
+    return StorageError(f"restore: cannot write into {where} ({exc.strerror or exc}); {fix}, then run the restore "
+                        "again. The archive is not at fault, and nothing was changed")
 
 
 def _bad(where: str, path: str, why: str) -> InvalidArgument:

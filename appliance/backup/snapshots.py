@@ -25,7 +25,7 @@ from appliance.graph.schema import BeforeMigration
 from appliance.jobs import Job, JobQueue
 
 log = logging.getLogger(__name__)
-BACKUP_JOB_KEY = "backup"  # one backup or snapshot job at a time: a second request joins the running one
+BACKUP_JOB_KEY = "backup"  # one snapshot job at a time: a second scheduled one joins the running one
 RETRY_AFTER_FAILURE = timedelta(hours=1)  # a failed scheduled snapshot is tried again after this (or the interval)
 
 
@@ -44,7 +44,7 @@ class Snapshots:
         return made.path
 
     def submit(self) -> Job:
-        """A snapshot as a job of kind ``snapshot`` (joins a backup or snapshot job already running)."""
+        """A snapshot as a job of kind ``snapshot`` (joins a snapshot job already running)."""
         def work(job: Job) -> dict[str, object]:
             job.progress(0, 1, "taking a snapshot")
             path = self.take("snapshot")

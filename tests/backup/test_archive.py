@@ -3,6 +3,7 @@ refused by its checksums, naming the bad file, before anything in the data direc
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import io
@@ -163,3 +164,62 @@ def test_an_archive_of_a_newer_schema_is_refused(made: tuple[Path, Path], tmp_pa
     assert done.returncode == 2
     assert "schema version 999, newer than this kumiho-ce knows" in done.stderr
     assert "upgrade kumiho-ce" in done.stderr
+
+
+def test_a_member_larger_than_its_manifest_entry_is_refused_before_it_is_written(made: tuple[Path, Path],
+                                                                                tmp_path: Path) -> None:
+    members = _members(made[0])
+    manifest = json.loads(members["manifest.json"])
+    entry = next(f for f in manifest["files"] if f["path"] == "graph/graph.kuzu")
+    entry["size"], entry["sha256"] = 10, hashlib.sha256(b"0123456789").hexdigest()  # the manifest says 10 bytes
+    members["manifest.json"] = json.dumps(manifest).encode()
+    members["graph/graph.kuzu"] = b"\0" * (3 * archive.CHUNK)  # the tar header says 3 MB: a disk filler
+    crafted = tmp_path / "crafted.tar"
+    with tarfile.open(crafted, "w") as tar:
+        for name in ["manifest.json", *[n for n in members if n != "manifest.json"]]:
+            info = tarfile.TarInfo(name)
+            info.size = len(members[name])
+            tar.addfile(info, io.BytesIO(members[name]))
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    written: list[int] = []
+    with pytest.raises(Exception, match="where the manifest says 10") as refused:
+        archive.verify(crafted, lambda done, total: written.append(done), extract_to=staging)
+    assert "graph/graph.kuzu" in str(refused.value) and "was refused" in str(refused.value)
+    staged = staging / "graph" / "graph.kuzu"
+    assert not staged.exists() or staged.stat().st_size <= 10  # not 3 MB on disk first, refused after
+    assert all(done <= _total(manifest) for done in written)
+
+
+def _total(manifest: dict[str, object]) -> int:
+    return sum(int(f["size"]) for f in manifest["files"])  # type: ignore[attr-defined, index]
+
+
+def _limit_file_size(limit: int) -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))  # the kernel refuses writes past ``limit`` bytes
+
+
+def test_a_write_error_during_a_restore_is_reported_as_such_not_as_a_damaged_archive(made: tuple[Path, Path],
+                                                                                   tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from tests.appliance_process import ROOT
+
+    saved, _ = made
+    limit = max(f.size for f in archive.read_manifest(saved).files) // 2  # the largest file cannot be written
+    data = tmp_path / "data"
+    with serve_in_process(data, None) as app:
+        store(app.services, "currentx")
+    before = sorted(p.relative_to(data).as_posix() for p in data.rglob("*") if "backups" not in p.parts)
+    # a real write error from the kernel (as a full disk gives ENOSPC): the file size limit gives EFBIG
+    done = subprocess.run([sys.executable, "-m", "appliance", "restore", "--yes", str(saved)], cwd=ROOT,
+                          env=cli_env(data), text=True, capture_output=True, timeout=120,
+                          preexec_fn=functools.partial(_limit_file_size, limit))
+    assert done.returncode != 0, done.stdout
+    assert f"cannot write into {data}" in done.stderr, done.stderr
+    assert "damaged" not in done.stderr and "truncated" not in done.stderr and "Traceback" not in done.stderr
+    after = sorted(p.relative_to(data).as_posix() for p in data.rglob("*") if "backups" not in p.parts)
+    assert after == before  # staging removed, nothing moved

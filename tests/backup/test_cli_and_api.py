@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from appliance.backup import archive
 from appliance.datadir import DataDir
 from tests.appliance_process import Running, cli_env, kumiho_ce, serve
 from tests.backup.helpers import backup_now, store
-from tests.inprocess import InProcess, serve_in_process
+from tests.inprocess import InProcess, serve_in_process, wait_job
 from tests.mcp_api.hostile import RawMcp
 
 
@@ -128,3 +129,26 @@ def test_a_name_not_in_the_listing_reaches_no_file(app: InProcess, name: str) ->
         assert answer.status_code in (400, 404), (method, answer.text)
         assert answer.headers["content-type"].startswith("application/problem+json")
     assert (app.services.data_dir.root / "graph" / "graph.kuzu").exists()
+
+
+def test_a_backup_asked_for_while_another_clients_runs_gets_its_own_job_and_file(tmp_path: Path) -> None:
+    """`kumiho-ce backup` deletes the file of the job its POST answered: that job must be its own, never a
+    backup another client asked for and will download."""
+    with serve_in_process(tmp_path / "data", None) as app:
+        store(app.services, "ownx")
+        one_at_a_time = app.services.backups._one_at_a_time  # held: the first backup is still being written
+        one_at_a_time.acquire()
+        try:
+            theirs = httpx.post(app.base_url + "/api/v1/backups", timeout=30).json()
+            while app.get(f"/api/v1/jobs/{theirs['job_id']}")["state"] == "queued":
+                time.sleep(0.05)
+            mine = httpx.post(app.base_url + "/api/v1/backups", timeout=30).json()
+        finally:
+            one_at_a_time.release()
+        assert mine["job_id"] != theirs["job_id"] and mine["kind"] == "backup"
+        names = {wait_job(app, job["job_id"])["result"]["name"] for job in (theirs, mine)}
+        assert len(names) == 2  # two files: deleting mine leaves theirs
+        mine_name = wait_job(app, mine["job_id"])["result"]["name"]
+        assert httpx.delete(f"{app.base_url}/api/v1/backups/{mine_name}", timeout=30).status_code == 200
+        left = [entry["name"] for entry in httpx.get(app.base_url + "/api/v1/backups", timeout=30).json()["backups"]]
+        assert left == list(names - {mine_name})

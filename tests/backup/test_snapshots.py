@@ -106,7 +106,7 @@ def test_auto_hydrate_restores_the_newest_snapshot_into_an_empty_store(tmp_path:
         assert app.services.graph.stats()["items"] == 1
         assert app.services.index_worker.wait_idle(60)
         assert kref in found(app.services, "hydratex")
-    assert "auto_hydrate: the store was empty; restored the snapshot" in caplog.text
+    assert "auto_hydrate: the data directory had no graph; restored the snapshot" in caplog.text
 
 
 def test_auto_hydrate_false_starts_empty(tmp_path: Path) -> None:
@@ -126,6 +126,19 @@ def test_auto_hydrate_leaves_a_store_with_items_alone(tmp_path: Path) -> None:
         store(app.services, "mine2x")
     with serve_in_process(data, None, memory={"snapshot_dir": str(snapshots)}) as app:
         assert app.services.graph.stats()["items"] == 2
+    assert not list(data.glob("pre-restore-*"))
+
+
+def test_auto_hydrate_leaves_a_graph_whose_memories_were_all_deleted_empty(tmp_path: Path) -> None:
+    snapshots = tmp_path / "snapshots"
+    _snapshot_of_one_memory(tmp_path, snapshots)
+    data = tmp_path / "purged"
+    with serve_in_process(data, None, memory={"auto_hydrate": False}) as app:
+        kref = store(app.services, "gonex")
+        app.services.perform("kumiho_delete_item", {"item_kref": kref, "force": True})
+        assert app.services.graph.stats()["items"] == 0
+    with serve_in_process(data, None, memory={"snapshot_dir": str(snapshots)}) as app:
+        assert app.services.graph.stats()["items"] == 0  # deleted stays deleted: only a restore brings it back
     assert not list(data.glob("pre-restore-*"))
 
 
@@ -152,9 +165,16 @@ _NEXT = schema.Migration(schema.LATEST_VERSION + 1, "a test table", ("CREATE NOD
 
 
 def _v1_data_dir(tmp_path: Path) -> DataDir:
+    """A data directory with memories, its graph at the newest schema (the fixture is older: brought up to
+    date here, so that _NEXT is the one migration left)."""
     data = tmp_path / "data"
     unpack(FIXTURES / "schema_v1.tar.xz", data)
     DataDir(data).ensure()
+    engine = KuzuEngine(DataDir(data).graph_path, buffer_pool_mb=64)
+    try:
+        schema.migrate(engine)
+    finally:
+        engine.close()
     return DataDir(data)
 
 
