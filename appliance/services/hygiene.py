@@ -52,7 +52,8 @@ def rules_of(settings: MemorySettings) -> hygiene.Rules:
 
 class HygieneService:
     def __init__(self, graph: GraphStore, jobs: JobQueue, settings: MemorySettings, project: str,
-                 artifact_root: Path, *, before_pass: BeforePass | None = None, clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+                 artifact_root: Path, *, before_pass: BeforePass | None = None,
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC),
                  batch_size: int = hygiene.MAX_CHANGES_PER_TRANSACTION) -> None:
         self.graph, self.jobs, self.settings, self.project = graph, jobs, settings, project
         self.artifact_root = artifact_root  # a purged entry's files go too (appliance.services.purge)
