@@ -21,6 +21,7 @@ from appliance.backup.store import backup_directory, list_archives
 from appliance.config import Settings
 from appliance.datadir import DataDir
 from appliance.errors import Conflict, InvalidArgument, KumihoError
+from appliance.fsutil import fsync_dir
 from appliance.graph import schema
 from appliance.graph.engine import KuzuEngine, Tx
 
@@ -59,7 +60,7 @@ def restore(data_dir: DataDir, source: Path, progress: Progress | None = None) -
                 os.rename(staging / part, root / part)
             else:
                 (root / part).mkdir(mode=0o700)
-        _sync_directory(root)
+        fsync_dir(root)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     log.warning("restored %s (made %s, %s, %d items); the previous data is in %s", source, manifest.created_at,
@@ -73,14 +74,6 @@ def refuse_newer_schema(manifest: Manifest, source: Path) -> None:
         raise Conflict(f"archive: {source.name} holds a graph of schema version {manifest.schema_version}, newer "
                        f"than this kumiho-ce knows ({newest}; made by kumiho-ce {manifest.kumiho_ce_version}); "
                        "upgrade kumiho-ce, then restore it", field="archive")
-
-
-def _sync_directory(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def store_is_empty(data_dir: DataDir) -> bool:
