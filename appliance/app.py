@@ -164,7 +164,7 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
                 parts = service_parts(settings, data_dir, graph, search, worker, working, model, jobs)
                 # the snapshot taken first when [memory] snapshot_on_hygiene is set
                 hygiene = HygieneService(graph, jobs, settings.memory, settings.kumiho.default_project,
-                                         before_pass=lambda: snapshots.take("hygiene"))
+                                         data_dir.root / "artifacts", before_pass=lambda: snapshots.take("hygiene"))
                 maintenance = Maintenance(parts.maintenance, jobs, settings.maintenance,
                                           settings.kumiho.default_project, consolidator=parts.consolidator,
                                           hygiene=hygiene,

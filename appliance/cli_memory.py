@@ -144,7 +144,8 @@ def _run(app: ApplianceHttp, args: argparse.Namespace) -> int:  # one branch per
             category=args.category, session_id=args.session))
         text = "\n".join([_line(e) for e in answer["entries"]] or ["nothing recalled"])
     elif command == "forget":
-        answer = app.call("DELETE", f"{API}/{_path(args.key)}", params=_given(namespace=ns))
+        # ?key= rather than the key in the path: a key named like a route (count, export…) is forgotten too
+        answer = app.call("DELETE", API, params=_given(key=args.key, namespace=ns))
         text = f"forgot {answer['entry']['key']!r} (deprecated; it stays in the graph)"
     elif command == "count":
         answer = app.call("GET", f"{API}/count", params=_given(namespace=ns, category=args.category,
@@ -164,12 +165,6 @@ def _run(app: ApplianceHttp, args: argparse.Namespace) -> int:  # one branch per
                 else f"unhealthy: {answer['detail']}")
     print(json.dumps(answer, indent=2, ensure_ascii=False) if args.json else text)
     return 0 if command != "health" or answer["healthy"] else 1
-
-
-def _path(key: str) -> str:
-    from urllib.parse import quote
-
-    return quote(key, safe="")
 
 
 def _export(app: ApplianceHttp, args: argparse.Namespace) -> int:

@@ -3,7 +3,7 @@ with the front door, the client and the operation that made it, and the changes 
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from litestar import Controller, get
 from litestar.datastructures import State
@@ -12,10 +12,9 @@ from pydantic import BaseModel, Field
 
 from appliance.admin_api.params import moment
 from appliance.core import kref as krefs
+from appliance.core.caller import Door
 from appliance.graph.audit import MAX_AUDIT_PAGE, AuditEntry
 from appliance.graph.write_policy import MAX_CHANGES
-
-DoorName = Literal["mcp", "memory_api", "kumiho_rest", "console", "cli", "maintenance", "grpc", "internal"]
 
 
 class AuditChangeView(BaseModel):
@@ -26,7 +25,7 @@ class AuditChangeView(BaseModel):
 class AuditEntryView(BaseModel):
     seq: int = Field(description="the row's number, increasing; page with ?after=<the last seq you read>")
     at: str = Field(description="when the transaction recorded its first change (UTC, RFC 3339)")
-    door: DoorName = Field(description="the front door: mcp, memory_api, kumiho_rest, console, cli, maintenance, "
+    door: Door = Field(description="the front door: mcp, memory_api, kumiho_rest, console, cli, maintenance, "
                                        "grpc, or internal (the appliance's own start-up work)")
     client: str = Field(description="X-Kumiho-Client, else the User-Agent, of the request (at most 200 characters)")
     operation: str = Field(description="the tool or operation name, the route (e.g. POST /api/v1/memories), or "
@@ -65,7 +64,7 @@ class AuditController(Controller):
                                              ge=-1, le=2**62)] = -1,
         limit: Annotated[int, QueryParameter(description=f"rows per page, 1 to {MAX_AUDIT_PAGE}", ge=1,
                                              le=MAX_AUDIT_PAGE)] = 100,
-        door: Annotated[DoorName | None, QueryParameter(description="only changes through this front door")] = None,
+        door: Annotated[Door | None, QueryParameter(description="only changes through this front door")] = None,
         kref: Annotated[str | None, QueryParameter(
             description="only transactions that changed this entity (an item kref: its revisions and artifacts "
                         "too)", min_length=1, max_length=krefs.MAX_KREF)] = None,

@@ -10,7 +10,7 @@ from litestar.params import JSONBody
 from pydantic import Field
 
 from appliance.admin_api.console_shapes import Shape
-from appliance.core.caller import Caller
+from appliance.core.caller import current_caller
 
 
 class HygieneRequest(Shape):
@@ -38,6 +38,6 @@ class HygieneController(Controller):
           sync_to_thread=False, status_code=202)
     def run(self, state: State, data: JSONBody[HygieneRequest | None] = None) -> HygieneStarted:
         data = data or HygieneRequest()
-        job = state.services.hygiene.submit(dry_run=data.dry_run,
-                                            caller=Caller("console", "", "POST /api/v1/hygiene"))
+        # the caller_middleware's caller (door, cleaned client, route): the job's changes are recorded as theirs
+        job = state.services.hygiene.submit(dry_run=data.dry_run, caller=current_caller())
         return HygieneStarted(job_id=job.id, state=job.state, dry_run=data.dry_run)

@@ -2,20 +2,19 @@
 count, export, purge, health, over ``appliance.services.memory_api``. ``kumiho-ce memory …`` calls these
 same routes (``appliance.cli_memory``).
 
-Every route runs as the ``memory_api`` front door (``appliance.core.caller``), so the audit trail and the
-read-only namespaces' guard see who wrote. ``/memories/{key}`` takes the rest of the path as the key ("a/b"
-too); the names of the other routes (count, export, health, recall, procedural, purge) are read as those
-routes, so such keys are read through ``GET /api/v1/memories?key=`` instead.
+Every route runs as the ``memory_api`` front door: ``appliance.server.callers``' middleware sets the caller
+(door, cleaned client, route) for the audit trail and the read-only namespaces' guard; these routes never set
+their own. ``/memories/{key}`` takes the rest of the path as the key ("a/b" too); the names of the other routes
+(count, export, health, recall, procedural, purge) are read as those routes, so such keys are read through
+``GET /api/v1/memories?key=`` and forgotten through ``DELETE /api/v1/memories?key=`` instead.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Annotated, Any
+from typing import Annotated
 
-from litestar import Controller, Request, Response, delete, get, post
+from litestar import Controller, Response, delete, get, post
 from litestar.datastructures import State
 from litestar.openapi import ResponseSpec
 from litestar.params import JSONBody, Parameter, QueryParameter
@@ -35,7 +34,6 @@ from appliance.admin_api.memory_shapes import (
     SkippedShape,
     StoreBody,
 )
-from appliance.core.caller import Caller, calling
 from appliance.errors import InvalidArgument
 from appliance.memory import entries, namespaces
 from appliance.memory.entries import Entry
@@ -61,13 +59,6 @@ def _api(state: State) -> MemoryApi:
     return api
 
 
-@contextmanager
-def _door(request: Request[Any, Any, Any]) -> Iterator[None]:
-    client = request.headers.get("user-agent", "")
-    with calling(Caller("memory_api", client, f"{request.method} {request.url.path}")):
-        yield
-
-
 def _shape(entry: Entry) -> EntryShape:
     return EntryShape.model_validate(entry.to_dict())
 
@@ -88,23 +79,21 @@ class MemoriesController(Controller):
 
     @post("", summary="Store an entry (201 with it; 200 {stored: false, skipped} when the write filters refuse "
           "it)", sync_to_thread=True, status_code=201, responses=SKIPPED)
-    def store(self, request: Request[Any, Any, Any], state: State,
+    def store(self, state: State,
               data: JSONBody[StoreBody]) -> Response[EntryShape | SkippedShape]:
-        with _door(request):
-            return _stored(_api(state).store(**data.model_dump()))
+        return _stored(_api(state).store(**data.model_dump()))
 
     @post("/procedural", summary="store_procedural: a conversation's messages as one procedural entry",
           sync_to_thread=True, status_code=201, responses=SKIPPED)
-    def store_procedural(self, request: Request[Any, Any, Any], state: State,
+    def store_procedural(self, state: State,
                          data: JSONBody[ProceduralBody]) -> Response[EntryShape | SkippedShape]:
-        with _door(request):
-            messages = [m.model_dump() for m in data.messages]
-            return _stored(_api(state).store_procedural(messages=messages, session_id=data.session_id,
-                                                        namespace=data.namespace, key=data.key))
+        messages = [m.model_dump() for m in data.messages]
+        return _stored(_api(state).store_procedural(messages=messages, session_id=data.session_id,
+                                                    namespace=data.namespace, key=data.key))
 
     @get("", summary="List entries of a namespace, newest first (one key with ?key=)", sync_to_thread=True)
     def list_entries(
-        self, request: Request[Any, Any, Any], state: State, namespace: NamespaceQuery = None,
+        self, state: State, namespace: NamespaceQuery = None,
         category: CategoryQuery = None, session_id: SessionQuery = None,
         key: Annotated[str | None, QueryParameter(max_length=entries.MAX_KEY,
                                                   description="only the entry of this key")] = None,
@@ -112,83 +101,82 @@ class MemoriesController(Controller):
         offset: Annotated[int, QueryParameter(ge=0, le=MAX_OFFSET, description="entries to skip")] = 0,
     ) -> EntryPageShape:
         api = _api(state)
-        with _door(request):
-            ns = api.namespace(namespace)
-            if key is not None:
-                found = [e for e in [api.get(key, ns)]
-                         if (not category or e.category == entries.parse_category(category))
-                         and (not session_id or e.session_id == session_id)]
-                return EntryPageShape(entries=[_shape(e) for e in found[offset:offset + limit]], total=len(found),
-                                      limit=limit, offset=offset, namespace=ns)
-            page, total = api.list_entries(namespace=ns, category=category, session_id=session_id, limit=limit,
-                                   offset=offset)
-            return EntryPageShape(entries=[_shape(e) for e in page], total=total, limit=limit, offset=offset,
-                                  namespace=ns)
+        ns = api.namespace(namespace)
+        if key is not None:
+            found = [e for e in [api.get(key, ns)]
+                     if (not category or e.category == entries.parse_category(category))
+                     and (not session_id or e.session_id == session_id)]
+            return EntryPageShape(entries=[_shape(e) for e in found[offset:offset + limit]], total=len(found),
+                                  limit=limit, offset=offset, namespace=ns)
+        page, total = api.list_entries(namespace=ns, category=category, session_id=session_id, limit=limit,
+                                       offset=offset)
+        return EntryPageShape(entries=[_shape(e) for e in page], total=total, limit=limit, offset=offset,
+                              namespace=ns)
 
     @post("/recall", summary="recall: the entries that best match a query, with their score", sync_to_thread=True,
           status_code=200)
-    def recall(self, request: Request[Any, Any, Any], state: State, data: JSONBody[RecallBody]) -> EntriesShape:
+    def recall(self, state: State, data: JSONBody[RecallBody]) -> EntriesShape:
         api = _api(state)
-        with _door(request):
-            ns = api.namespace(data.namespace)
-            found = api.recall(query=data.query, limit=data.limit, namespace=ns, since=data.since,
-                               until=data.until, category=data.category, session_id=data.session_id)
-            return EntriesShape(entries=[_shape(e) for e in found], namespace=ns)
+        ns = api.namespace(data.namespace)
+        found = api.recall(query=data.query, limit=data.limit, namespace=ns, since=data.since,
+                           until=data.until, category=data.category, session_id=data.session_id)
+        return EntriesShape(entries=[_shape(e) for e in found], namespace=ns)
 
     @get("/count", summary="count: entries of a namespace (forgotten ones left out)", sync_to_thread=True)
-    def count(self, request: Request[Any, Any, Any], state: State, namespace: NamespaceQuery = None,
+    def count(self, state: State, namespace: NamespaceQuery = None,
               category: CategoryQuery = None, session_id: SessionQuery = None) -> CountShape:
         api = _api(state)
-        with _door(request):
-            ns = api.namespace(namespace)
-            return CountShape(count=api.count(namespace=ns, category=category, session_id=session_id), namespace=ns)
+        ns = api.namespace(namespace)
+        return CountShape(count=api.count(namespace=ns, category=category, session_id=session_id), namespace=ns)
 
     @get("/export", summary="export: a namespace's entries as JSON Lines (one entry a line, oldest first)",
          sync_to_thread=True, media_type=NDJSON,
          response_description="application/x-ndjson: one entry (the shape GET /api/v1/memories/{key} answers) "
                               "per line")
-    def export(self, request: Request[Any, Any, Any], state: State, namespace: NamespaceQuery = None,
+    def export(self, state: State, namespace: NamespaceQuery = None,
                since: TimeQuery = None, until: TimeQuery = None) -> Stream:
         api = _api(state)
-        with _door(request):
-            ns = api.namespace(namespace)
-            found = api.export(namespace=ns, since=since, until=until)  # bad arguments: refused before the answer
+        ns = api.namespace(namespace)
+        found = api.export(namespace=ns, since=since, until=until)  # bad arguments: refused before the answer
         lines = (json.dumps(e.to_dict(), ensure_ascii=False) + "\n" for e in found)
         return Stream(lines, media_type=NDJSON)
 
     @post("/purge", summary="purge_namespace / purge_session: delete entries for real (confirm required)",
           sync_to_thread=True, status_code=200)
-    def purge(self, request: Request[Any, Any, Any], state: State, data: JSONBody[PurgeBody]) -> PurgedShape:
+    def purge(self, state: State, data: JSONBody[PurgeBody]) -> PurgedShape:
         api = _api(state)
-        with _door(request):
-            ns = api.namespace(data.namespace)
-            if data.session_id:
-                if data.confirm != data.session_id:
-                    raise InvalidArgument("confirm: repeat the session id to purge its entries (they are deleted "
-                                          "for real)", field="confirm")
-                deleted = api.purge_session(data.session_id, ns)
-            else:
-                if data.confirm != ns:
-                    raise InvalidArgument(f"confirm: repeat the namespace's name ({ns!r}) to purge every entry of it "
-                                          "(they are deleted for real)", field="confirm")
-                deleted = api.purge_namespace(ns)
-            return PurgedShape(deleted=deleted, namespace=ns, session_id=data.session_id or None)
+        ns = api.namespace(data.namespace)
+        if data.session_id:
+            if data.confirm != data.session_id:
+                raise InvalidArgument("confirm: repeat the session id to purge its entries (they are deleted "
+                                      "for real)", field="confirm")
+            deleted = api.purge_session(data.session_id, ns)
+        else:
+            if data.confirm != ns:
+                raise InvalidArgument(f"confirm: repeat the namespace's name ({ns!r}) to purge every entry of it "
+                                      "(they are deleted for real)", field="confirm")
+            deleted = api.purge_namespace(ns)
+        return PurgedShape(deleted=deleted, namespace=ns, session_id=data.session_id or None)
+
+    @delete("", summary="forget the entry of ?key= (any key, including one named like a route: count, export, "
+            "health, procedural, purge, recall)", sync_to_thread=True, status_code=200)
+    def forget_by_query(
+        self, state: State,
+        key: Annotated[str, QueryParameter(min_length=1, max_length=entries.MAX_KEY,
+                                           description="the key of the entry to forget")],
+        namespace: NamespaceQuery = None,
+    ) -> ForgottenShape:
+        return ForgottenShape(entry=_shape(_api(state).forget(key, namespace)))
 
     @get("/health", summary="health_check: the memory answers reads", sync_to_thread=True)
-    def health(self, request: Request[Any, Any, Any], state: State,
-               namespace: NamespaceQuery = None) -> MemoryHealthShape:
-        with _door(request):
-            return MemoryHealthShape.model_validate(_api(state).health(namespace))
+    def health(self, state: State, namespace: NamespaceQuery = None) -> MemoryHealthShape:
+        return MemoryHealthShape.model_validate(_api(state).health(namespace))
 
     @get("/{key:path}", summary="get: one entry by its key", sync_to_thread=True)
-    def get_entry(self, request: Request[Any, Any, Any], state: State, key: KeyPath,
-                  namespace: NamespaceQuery = None) -> EntryShape:
-        with _door(request):
-            return _shape(_api(state).get(_key(key), namespace))
+    def get_entry(self, state: State, key: KeyPath, namespace: NamespaceQuery = None) -> EntryShape:
+        return _shape(_api(state).get(_key(key), namespace))
 
     @delete("/{key:path}", summary="forget: deprecate the key's entry (it stays in the graph, with an event)",
             sync_to_thread=True, status_code=200)
-    def forget(self, request: Request[Any, Any, Any], state: State, key: KeyPath,
-               namespace: NamespaceQuery = None) -> ForgottenShape:
-        with _door(request):
-            return ForgottenShape(entry=_shape(_api(state).forget(_key(key), namespace)))
+    def forget(self, state: State, key: KeyPath, namespace: NamespaceQuery = None) -> ForgottenShape:
+        return ForgottenShape(entry=_shape(_api(state).forget(_key(key), namespace)))

@@ -46,12 +46,11 @@ from appliance.config import Settings
 from appliance.datadir import DataDir
 from appliance.fsutil import TEMP_SUFFIX
 from appliance.graph.engine import Tx
+from appliance.graph.store import COUNTED_TABLES
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 STAGING_PREFIX = ".backup-staging-"
-_COUNTED = {"Project": "projects", "Space": "spaces", "Item": "items", "Revision": "revisions",
-            "Artifact": "artifacts", "Event": "events"}
 
 
 @dataclass(frozen=True)
@@ -269,7 +268,7 @@ def _version_and_counts(tx: Tx) -> tuple[int, dict[str, int]]:
     version = int(tx.scalar("MATCH (m:SchemaMigration) RETURN coalesce(max(m.version), 0)") or 0) \
         if "SchemaMigration" in tables else 0
     counts = {name: int(tx.scalar(f"MATCH (n:{table}) RETURN count(n)") or 0)
-              for table, name in _COUNTED.items() if table in tables}
+              for table, name in ((t, t.lower() + "s") for t in COUNTED_TABLES) if table in tables}
     return version, counts
 
 

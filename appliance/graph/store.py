@@ -43,7 +43,7 @@ T = TypeVar("T")
 
 # table → its primary-key property
 _KEYS = {"Project": "name", "Space": "path", "Item": "id", "Revision": "id", "Artifact": "id"}
-_COUNTED = ("Project", "Space", "Item", "Revision", "Artifact", "Event")
+COUNTED_TABLES = ("Project", "Space", "Item", "Revision", "Artifact", "Event")
 
 
 class GraphStore(BundleStore, ArtifactStore, LinkStore, OutboxStore, OverviewStore, PortableStore, AuditStore):
@@ -235,7 +235,7 @@ class GraphStore(BundleStore, ArtifactStore, LinkStore, OutboxStore, OverviewSto
 
     def stats(self) -> dict[str, int]:
         def job(tx: Tx) -> dict[str, int]:
-            counts = {t.lower() + "s": int(tx.scalar(f"MATCH (n:{t}) RETURN count(n)")) for t in _COUNTED}
+            counts = {t.lower() + "s": int(tx.scalar(f"MATCH (n:{t}) RETURN count(n)")) for t in COUNTED_TABLES}
             counts["edges"] = int(tx.scalar("MATCH ()-[e:LINK]->() RETURN count(e)"))
             counts["unindexed_revisions"] = int(tx.scalar(
                 "MATCH (r:Revision) WHERE NOT r.indexed RETURN count(r)"))

@@ -44,6 +44,7 @@ MAX_PROCEDURAL_MESSAGES = 100
 HASH_CHARS = 8  # the collision suffix: "-" + 8 hex digits of the key's SHA-1
 
 _CATEGORY = re.compile(r"[a-z0-9][a-z0-9_.-]*")
+CATEGORY_RULE = "letters, digits, '_', '.' and '-', starting with a letter or digit, at most 64 characters"
 _EXTRA_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")
 # The layout's own names (and the writer's): store_with_metadata cannot overwrite them.
 RESERVED_NAMES = frozenset({
@@ -137,10 +138,16 @@ def parse_category(value: object, field: str = "category") -> str:
     """core | daily | conversation | a custom label; lower-cased as Revka serialises it; at most 64 characters
     of letters, digits, '_', '.' and '-'."""
     text = _text(value, field, MAX_CATEGORY, allow_empty=False).strip().lower()
-    if not _CATEGORY.fullmatch(text):
-        raise InvalidArgument(f"{field}: core, daily, conversation or a custom label of letters, digits, '_', "
-                              f"'.' and '-' (at most {MAX_CATEGORY} characters)", field=field)
+    if not is_category(text):
+        raise InvalidArgument(f"{field}: core, daily, conversation or a custom label of {CATEGORY_RULE}",
+                              field=field)
     return text
+
+
+def is_category(text: str) -> bool:
+    """Whether ``text`` is a category as stored (lower-case): the one rule for entries and for the settings that
+    name categories (``[memory.policy] retention_days_by_category``)."""
+    return len(text) <= MAX_CATEGORY and _CATEGORY.fullmatch(text) is not None
 
 
 def check_importance(value: object, field: str = "importance") -> float | None:

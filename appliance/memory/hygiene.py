@@ -23,18 +23,18 @@ is never changed: it is counted as skipped when a rule would have changed it.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal
+
+from appliance.memory import entries
 
 ARCHIVED_AT = "hygiene_archived_at"  # item metadata: when hygiene archived the entry (RFC 3339, UTC)
 REASON = "deprecation_reason"  # item metadata: why, in words (the key the console's deprecations use too)
 CORE, CONVERSATION = "core", "conversation"
 MAX_DAYS = 36_500  # every day count a setting takes: up to 100 years
 MAX_RETENTION_CATEGORIES = 64
-CATEGORY = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")  # the Memory API's category: lowercase, like Revka's
 MARK = "archived by memory hygiene: "  # how the reason of hygiene's archives begins
 MAX_CHANGES_PER_TRANSACTION = 100  # a batch: its archives and purges commit together or not at all
 
@@ -151,9 +151,9 @@ def check_retention(value: Mapping[str, int]) -> dict[str, int]:
     if len(value) > MAX_RETENTION_CATEGORIES:
         raise ValueError(f"at most {MAX_RETENTION_CATEGORIES} categories; remove some")
     for category, days in value.items():
-        if not CATEGORY.match(category):
-            raise ValueError(f"category {category[:80]!r} is not a category name: lowercase letters, digits, '_' "
-                             "and '-', at most 64 characters (e.g. core, daily, conversation, project_notes)")
+        if not entries.is_category(category):
+            raise ValueError(f"category {category[:80]!r} is not a category name: lower-case {entries.CATEGORY_RULE} "
+                             "(e.g. core, daily, conversation, proj.notes)")
         if isinstance(days, bool) or not isinstance(days, int) or not 0 <= days <= MAX_DAYS:
             raise ValueError(f"{category} = {days!r}: days must be a whole number from 0 (never archived by age) "
                              f"to {MAX_DAYS}")

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from appliance.backup.archive import sha256_of
 from appliance.errors import Conflict, InvalidArgument, StorageError
 from appliance.fsutil import fsync_dir, inside, write_durably
 from appliance.graph import GraphStore
@@ -289,7 +290,7 @@ class Importer:
         if not carried or "content_base64" not in carried:
             return ""
         target = self._file_path(carried["path"])
-        if target.exists() and _sha256(target) != carried["sha256"]:
+        if target.exists() and sha256_of(target) != carried["sha256"]:
             return f"carries the file {carried['path']}, which exists in this appliance with other content"
         return ""
 
@@ -299,7 +300,7 @@ class Importer:
         if not carried or "content_base64" not in carried:
             return None
         target = self._file_path(carried["path"])
-        if target.exists() and _sha256(target) == carried["sha256"]:
+        if target.exists() and sha256_of(target) == carried["sha256"]:
             return None
         write_durably(target, base64.b64decode(carried["content_base64"]), sync_folder=False)
         outcome.files_written += 1
@@ -417,14 +418,6 @@ def _check_end(number: int, text: bytes, seen: int) -> None:
 
 def _digest(key: tuple[str, ...]) -> bytes:
     return hashlib.blake2b("\x00".join(key).encode("utf-8", "surrogatepass"), digest_size=16).digest()
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _listing(title: str, lines: list[str], count: int) -> str:

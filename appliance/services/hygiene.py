@@ -26,11 +26,11 @@ from appliance.core.model import Item, Revision, every_item
 from appliance.errors import KumihoError, StorageError
 from appliance.graph import GraphStore
 from appliance.jobs import Job, JobQueue
-from appliance.memory import hygiene
+from appliance.memory import entries, hygiene
 from appliance.memory.namespaces import MEMORY_SPACE, namespace_of
+from appliance.services.purge import purge_items
 
 log = logging.getLogger(__name__)
-KIND = "memory"  # the Memory API's item kind
 JOB_KIND = "hygiene"
 READ_CHUNK = 500  # entries read per graph read
 MAX_LISTED = 100  # changes a result lists (the counts are complete)
@@ -51,10 +51,12 @@ def rules_of(settings: MemorySettings) -> hygiene.Rules:
 
 
 class HygieneService:
-    def __init__(self, graph: GraphStore, jobs: JobQueue, settings: MemorySettings, project: str, *,
-                 before_pass: BeforePass | None = None, clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    def __init__(self, graph: GraphStore, jobs: JobQueue, settings: MemorySettings, project: str,
+                 artifact_root: Path, *, before_pass: BeforePass | None = None,
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC),
                  batch_size: int = hygiene.MAX_CHANGES_PER_TRANSACTION) -> None:
         self.graph, self.jobs, self.settings, self.project = graph, jobs, settings, project
+        self.artifact_root = artifact_root  # a purged entry's files go too (appliance.services.purge)
         self.before_pass = before_pass  # the lead wires appliance.backup.snapshots.Snapshots.take here
         self.clock, self.batch_size = clock, batch_size
 
@@ -93,9 +95,12 @@ class HygieneService:
             if job is not None and job.cancel.is_set():
                 result["complete"] = False  # the next pass finishes: it plans from what the graph holds
                 break
-            archived, purged = self.graph.atomic(functools.partial(self._apply, batch, now))
-            result["archived"] += archived
-            result["purged"] += purged
+            archived: list[str] = []
+            purged = purge_items(self.graph, self.artifact_root,
+                                 [d.entry.kref for d in batch if d.action == "purge"],
+                                 functools.partial(self._apply, batch, now, archived))
+            result["archived"] += len(archived)
+            result["purged"] += len(purged)
             done += len(batch)
             _progress(job, done, len(changes), f"archived {result['archived']}, purged {result['purged']}")
         log.info("hygiene: archived %d, purged %d, skipped %d in read-only namespaces", result["archived"],
@@ -106,7 +111,7 @@ class HygieneService:
         """Every Memory API entry (deprecated ones too) with what the rules need."""
         prefix = f"{self.project}/{MEMORY_SPACE}/"
         items = every_item(lambda cursor: self.graph.search_items(
-            context_filter=prefix, kind_filter=KIND, include_deprecated=True, page_size=1000, cursor=cursor))
+            context_filter=prefix, kind_filter=entries.KIND, include_deprecated=True, page_size=1000, cursor=cursor))
         found: list[hygiene.Entry] = []
         for start in range(0, len(items), READ_CHUNK):
             chunk = items[start:start + READ_CHUNK]
@@ -122,9 +127,11 @@ class HygieneService:
         return hygiene.Entry(item.kref, namespace, category, _moment(revision.created_at), item.deprecated,
                              hygiene.archived_at(item.metadata))
 
-    def _apply(self, batch: list[hygiene.Decision], now: datetime) -> tuple[int, int]:
-        """Inside one transaction: each planned change, if the rules still call for it."""
-        rules, archived, purged = rules_of(self.settings), 0, 0
+    def _apply(self, batch: list[hygiene.Decision], now: datetime, archived: list[str]) -> list[str]:
+        """Inside the batch's transaction: archive each planned entry, if the rules still call for it (into
+        ``archived``); answer the planned purges the rules still call for (``purge_items`` deletes them, in the
+        same transaction, and then their files)."""
+        rules, purged = rules_of(self.settings), []
         current = self.graph.current_revisions([planned.entry.kref for planned in batch])  # one read
         for planned in batch:
             kref = planned.entry.kref
@@ -137,13 +144,12 @@ class HygieneService:
             if decision is None or decision.action != planned.action:
                 continue  # changed since the plan (stored again, restored): the rules no longer call for it
             if decision.action == "purge":
-                self.graph.delete_item(kref, force=True)
-                purged += 1
+                purged.append(kref)
             else:
                 self.graph.update_item_metadata(kref, hygiene.archive_mark(decision, now))
                 self.graph.set_deprecated(kref, True)
-                archived += 1
-        return archived, purged
+                archived.append(kref)
+        return purged
 
     def _snapshot(self) -> str | None:
         if not self.settings.snapshot_on_hygiene:

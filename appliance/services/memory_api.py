@@ -13,25 +13,26 @@ namespaces are refused by the policy's guard that every graph write passes, not 
 
 from __future__ import annotations
 
-import functools
 import hashlib
+import logging
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from appliance.config import Settings
 from appliance.core import kref as krefs
-from appliance.core.model import Item, Page, Revision, every_item
+from appliance.core.model import Item, Revision, every_item
 from appliance.errors import Conflict, InvalidArgument, NotFound
 from appliance.graph import GraphStore
 from appliance.memory import entries, namespaces
 from appliance.memory.entries import Entry, NewEntry
 from appliance.memory.recall import Recaller, RecallQuery
 from appliance.memory.writer import Draft, MemoryWriter, Plan, clip_summary
+from appliance.services.purge import purge_items
 
+log = logging.getLogger(__name__)
 MAX_LIMIT = 1000  # entries one list or recall answers
 MAX_OFFSET = 1_000_000
 PAGE = 1000  # the graph store's largest page
@@ -348,32 +349,8 @@ class MemoryApi:
             doomed += [i.kref for i in items[start:start + PAGE] if chosen(current[i.kref].metadata
                                                                            if i.kref in current else {})]
         for start in range(0, len(doomed), PURGE_CHUNK):
-            chunk = doomed[start:start + PURGE_CHUNK]
-            files = self._files_of(chunk)
-            self.graph.atomic(functools.partial(self._delete_items, chunk))
-            for path in files:  # after the commit: a failed purge keeps every file its entries point to
-                path.unlink(missing_ok=True)
+            purge_items(self.graph, self.writer.artifact_root, doomed[start:start + PURGE_CHUNK])
         return len(doomed)
-
-    def _delete_items(self, krefs: list[str]) -> None:
-        for kref in krefs:
-            self.graph.delete_item(kref, force=True)
-
-    def _revision_page(self, item_kref: str, cursor: str | None) -> Page[Revision]:
-        return self.graph.list_revisions(item_kref, page_size=PAGE, cursor=cursor)
-
-    def _files_of(self, item_krefs: list[str]) -> list[Path]:
-        """The artifact files (under the data directory's artifacts) of every revision of these items."""
-        revisions = [r.kref for kref in item_krefs
-                     for r in every_item(functools.partial(self._revision_page, kref))]
-        root = self.writer.artifact_root.resolve()
-        paths = []
-        for found in self.graph.artifacts_of(revisions).values():
-            for artifact in found:
-                path = Path(artifact.location)
-                if path.is_absolute() and path.resolve().is_relative_to(root):
-                    paths.append(path)
-        return paths
 
     # -- health -----------------------------------------------------------------------------------------
     def health(self, namespace: str | None = None) -> dict[str, Any]:
@@ -381,8 +358,10 @@ class MemoryApi:
         ns = self.namespace(namespace)
         try:
             count = self.count(namespace=ns)
-        except Exception as exc:  # the answer says why, never a stack trace
-            return {"healthy": False, "namespace": ns, "entries": None, "detail": type(exc).__name__}
+        except Exception:  # the answer is a plain sentence; the log has the exception
+            log.exception("memory health check: reading namespace %r failed", ns)
+            return {"healthy": False, "namespace": ns, "entries": None,
+                    "detail": "the memory did not answer a read; see the appliance log"}
         return {"healthy": True, "namespace": ns, "entries": count, "detail": "graph and index answer"}
 
 

@@ -53,7 +53,8 @@ def memory_settings(**changes: Any) -> MemorySettings:
 
 
 def hygiene_over(services: Services, clock: Clock, **memory: Any) -> HygieneService:
-    return HygieneService(services.graph, services.jobs, memory_settings(**memory), PROJECT, clock=clock)
+    return HygieneService(services.graph, services.jobs, memory_settings(**memory), PROJECT,
+                          services.data_dir.root / "artifacts", clock=clock)
 
 
 @contextmanager

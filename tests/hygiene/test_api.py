@@ -69,3 +69,22 @@ def found(app: object, text: str) -> bool:
     services = app.services  # type: ignore[attr-defined]
     hits = services.search.search(SearchRequest(text, SearchFilter(None, (), (), (), (), False), "text", 5, 0.0))
     return bool(hits)
+
+
+def test_a_pass_asked_for_over_http_is_audited_as_its_callers(tmp_path: Path) -> None:
+    with serve_in_process(tmp_path / "data", None, inference={"chat_model": "none"},
+                          memory={"conversation_retention_days": 30, "audit_enabled": True}) as app:
+        talk = store_entry(app.services.graph, "chat turn", "conversation")
+        clock = Clock()
+        clock.advance(days=31)
+        app.services.hygiene.clock = clock
+        answer = httpx.post(app.base_url + "/api/v1/hygiene", json={}, timeout=30,
+                            headers={"X-Kumiho-Client": "ops-cron/1", "User-Agent": "python-httpx"})
+        assert answer.status_code == 202, answer.text
+        assert wait_job(app, answer.json()["job_id"])["state"] == "done"
+        assert state_of(app.services.graph, talk) == "gone"
+        rows = httpx.get(app.base_url + "/api/v1/audit", params={"kref": talk}, timeout=30).json()["entries"]
+        purge = rows[-1]  # the entry's last change: its deletion
+        assert len(rows) >= 2 and rows[0]["door"] == "internal", "stored through the graph, before the pass"
+        assert (purge["door"], purge["client"], purge["operation"]) == ("console", "ops-cron/1",
+                                                                         "POST /api/v1/hygiene")

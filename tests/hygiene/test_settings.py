@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from appliance.app import Services
-from appliance.errors import ConfigError
+from appliance.errors import ConfigError, InvalidArgument
 from appliance.jobs import Job
 from tests.hygiene.entries import Clock, appliance, hygiene_over, memory_settings, state_of, store_entry
 
@@ -111,6 +111,26 @@ def test_retention_days_by_category_is_validated() -> None:
         with pytest.raises(ConfigError) as raised:
             memory_settings(policy={"retention_days_by_category": bad})
         assert "memory.policy.retention_days_by_category" in raised.value.message and says in raised.value.message
+
+
+@pytest.mark.parametrize("category", ["proj.notes", "v1.2-notes_x", "9" * 64])
+def test_every_category_an_entry_can_have_can_get_a_retention_setting(services: Services, category: str) -> None:
+    stored = services.memory_api.store(key=f"note {category}", content="a custom category", category=category)
+    assert stored.entry is not None and stored.entry.category == category  # the Memory API takes it
+    clock = Clock()
+    clock.advance(days=3)
+    result = hygiene_over(services, clock, archive_after_days=0,
+                          policy={"retention_days_by_category": {category: 2}}).run()  # and so does the setting
+    assert result["archived"] == 1
+
+
+@pytest.mark.parametrize("category", ["-notes", "proj notes", "proj/notes", "9" * 65, "Proj.Notes"])
+def test_a_category_an_entry_cannot_have_cannot_get_a_retention_setting(services: Services, category: str) -> None:
+    with pytest.raises(ConfigError, match="not a category name"):
+        memory_settings(policy={"retention_days_by_category": {category: 2}})
+    if category != "Proj.Notes":  # an entry's category is lower-cased as Revka does: Proj.Notes is stored as proj.notes
+        with pytest.raises(InvalidArgument, match="category"):
+            services.memory_api.store(key="k", content="c", category=category)
 
 
 def test_read_only_namespaces_are_skipped(services: Services) -> None:

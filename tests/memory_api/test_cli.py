@@ -115,6 +115,9 @@ def test_every_memory_command(cli: Cli, tmp_path: Path) -> None:
     assert "forgot 'deploy/steps'" in cli.run("forget", "deploy/steps")
     assert "no entry with key 'deploy/steps'" in cli.run("get", "deploy/steps", code=2)
     assert cli.json("count")["count"] == 1
+    cli.run("store", "count", "A key named like a route.", "-n", "ops")
+    assert "forgot 'count'" in cli.run("forget", "count", "-n", "ops")  # DELETE /api/v1/memories/count is GET's
+    assert cli.json("count", "-n", "ops")["count"] == 1
 
     assert "add --yes" in cli.run("purge", code=2)
     assert cli.json("count")["count"] == 1
