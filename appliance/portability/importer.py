@@ -374,8 +374,9 @@ class Importer:
                 if namespace := self._read_only(record):  # the check refused these; the setting is fixed at start
                     raise policy.refusal(namespace, f" by this batch (line {line}){_PARTLY}")
                 row = records.to_row(self._comparable(record) if record["type"] == "artifact" else record)
-                batch.changes.append((f"{record['type']}.{'adopted' if verdict.status == 'adopt' else 'imported'}",
-                                      _kref_of(record)))
+                if record["type"] != "event" or verdict.status == "adopt":  # a new event: its own seq says it
+                    batch.changes.append((f"{record['type']}.{'adopted' if verdict.status == 'adopt' else 'imported'}",
+                                          _kref_of(record)))
                 if verdict.status == "adopt":
                     kind = record["type"]
                     if kind == "event":
