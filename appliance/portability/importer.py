@@ -4,9 +4,14 @@ Two passes over the file. The check reads it whole before anything is written: e
 (``records.check_line``), the header, the closing ``end`` line (a file cut short is refused), that every
 reference names a record earlier in the file or one the store holds, and how each record compares with the
 store: new, already there (unchanged: skipped, so a second import of the same file writes nothing), or in
-conflict (same kref, other content: the whole import is refused, listing them). The write pass then goes
-through the file again in batches of ``BATCH`` records, one transaction each, with the artifact files a
-batch carries written (fsynced) before the transaction that points at them commits.
+conflict (same kref, other content: the whole import is refused, listing them), and whether writing it would
+change a namespace the operator made read-only (refused too: an import is a write like any other). The write
+pass then goes through the file again in batches of ``BATCH`` records, one transaction each: each batch is
+compared with the store again inside its own write transaction, before it loads anything, so that a write
+that landed since the check (the same record: skipped; another version of it, or the deletion of a record it
+refers to: the import stops there) is seen rather than making the bulk load fail. The artifact files a batch
+carries are written (fsynced) inside that transaction, before it commits; each batch adds one row to the
+audit trail.
 
 Projects and spaces are containers, known by name and path: one the store holds with other details (another
 appliance made its own memory project at another time) keeps the store's record and is counted as ``kept``,

@@ -96,7 +96,7 @@ def test_a_reference_deleted_after_the_check_is_a_conflict_not_a_failed_bulk_loa
     def portable_nodes(table: str, keys: list[str]) -> dict[str, Any]:
         found = original(table, keys)
         calls.append(table if keys else "")
-        if calls.count("Item") == 1 and table == "Item" and keys:  # the check has found the item: someone deletes it now
+        if calls.count("Item") == 1 and table == "Item" and keys:  # the check found the item: someone deletes it
             graph.delete_item(item, force=True)
         return found
 
