@@ -366,18 +366,19 @@ class Importer:
         written otherwise, or a reference deleted meanwhile, stops the import before this batch loads anything."""
         def prepare() -> LoadBatch:
             verdicts = self._verdicts(chunk, seen)
-            self._still_there(chunk, verdicts)
-            batch = LoadBatch()
-            folders: set[Path] = set()
-            for (line, checked), verdict in zip(chunk, verdicts, strict=True):
-                record = checked.record
-                if verdict.status in ("same", "kept"):
-                    continue
+            for (line, checked), verdict in zip(chunk, verdicts, strict=True):  # before any file is written
                 if verdict.status == "conflict":  # the store changed since the check
                     raise Conflict(f"line {line}: {records.describe(checked.key)} {verdict.detail} (it changed "
                                    f"while the import ran){_PARTLY}")
-                if namespace := self._read_only(record):  # the check refused these; the setting is fixed at start
-                    raise policy.refusal(namespace, f" by this batch (line {line}){_PARTLY}")
+                if verdict.status in ("new", "adopt") and (namespace := self._read_only(checked.record)):
+                    raise policy.refusal(namespace, f" from line {line} on (the batches before it were)")
+            self._still_there(chunk, verdicts)
+            batch = LoadBatch()
+            folders: set[Path] = set()
+            for (_, checked), verdict in zip(chunk, verdicts, strict=True):
+                record = checked.record
+                if verdict.status in ("same", "kept"):
+                    continue
                 row = records.to_row(self._comparable(record) if record["type"] == "artifact" else record)
                 if record["type"] != "event" or verdict.status == "adopt":  # a new event: its own seq says it
                     batch.changes.append((f"{record['type']}.{'adopted' if verdict.status == 'adopt' else 'imported'}",
