@@ -77,9 +77,11 @@ class MemoryPolicy(_Section):
     read_only_namespaces: list[str] = Field(
         default_factory=list, max_length=256, description="namespaces (of the memory project, see "
         "[kumiho] default_project) whose spaces refuse every change, through every front door (MCP tools, the "
-        "Memory API, Kumiho's REST, the console) and the appliance's own scheduled work: 403 permission_denied, "
-        "nothing written. The operator's own `kumiho-ce restore` and `kumiho-ce import` still write them. In "
-        "Revka this is a session control; here the appliance enforces it for every client")
+        "Memory API, Kumiho's REST, the console), the appliance's own scheduled work and imports: 403 "
+        "permission_denied, nothing written (an import that would change one is refused before it writes "
+        "anything). To change such a namespace, remove it here and restart; `kumiho-ce restore` replaces the "
+        "whole data directory, these namespaces included. In Revka this is a session control; here the "
+        "appliance enforces it for every client")
     retention_days_by_category: dict[str, int] = Field(
         default_factory=dict, description="days an entry of a category stays live before the hygiene pass "
         "archives it, replacing archive_after_days for that category (core is archived only when named here); "

@@ -65,6 +65,8 @@ class Job:
     cancel: threading.Event = field(default_factory=threading.Event, repr=False)
     finished: threading.Event = field(default_factory=threading.Event, repr=False)
     changed: Callable[[JobChange, Job], None] | None = field(default=None, repr=False)  # set by the queue
+    # run once the job has ended, however (done, failed, or cancelled before it ever ran): frees what it owns
+    cleanup: Callable[[], None] | None = field(default=None, repr=False)
 
     def progress(self, done: int, total: int = 0, note: str = "") -> None:
         self.done, self.total = done, total or self.total
@@ -139,14 +141,15 @@ class JobQueue:
         self._threads.clear()
 
     def submit(self, kind: str, work: Work, *, lane: Lane = "background", description: str = "",
-               key: str | None = None) -> Job:
+               key: str | None = None, cleanup: Callable[[], None] | None = None) -> Job:
         """Queue ``work`` (called with its ``Job``); with ``key``, an active job of that key is returned
-        instead of queueing a second one."""
+        instead of queueing a second one. ``cleanup`` runs once the job has ended, even one cancelled before it
+        started (not when an active job of the same key is returned: the caller cleans up then)."""
         with self._lock:
             if key is not None and (existing := self._by_key.get(key)) is not None and existing.active:
                 return existing
             job = Job(f"job-{next(self._seq)}-{uuid.uuid4().hex[:6]}", kind, lane, description or kind, key,
-                      changed=self._changed)
+                      changed=self._changed, cleanup=cleanup)
             self._jobs[job.id] = job
             if key is not None:
                 self._by_key[key] = job
@@ -212,6 +215,11 @@ class JobQueue:
             self._finish(job, "cancelled")
 
     def _finish(self, job: Job, state: Literal["done", "failed", "cancelled"]) -> None:
+        if job.cleanup is not None:  # before the job reads as finished: a waiter then finds it cleaned up
+            try:
+                job.cleanup()
+            except Exception:
+                log.exception("cleanup of job %s (%s) failed", job.id, job.kind)
         job.state, job.finished_at = state, _now()
         job.finished.set()
         job.tell(state)

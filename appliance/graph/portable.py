@@ -9,6 +9,7 @@ into export records and back.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,9 +45,10 @@ class LoadBatch:
     adopt_projects: list[Row] = field(default_factory=list)
     adopt_spaces: list[Row] = field(default_factory=list)
     adopt_events: list[Row] = field(default_factory=list)  # {seq, at, author, details}
+    changes: list[tuple[str, str]] = field(default_factory=list)  # (what, kref) per record, for the audit trail
 
     def __len__(self) -> int:
-        return sum(len(getattr(self, name)) for name in self.__dataclass_fields__)
+        return sum(len(getattr(self, name)) for name in self.__dataclass_fields__ if name != "changes")
 
 
 _PROJECT_FILTER = "($project = '' OR n.project = $project)"
@@ -152,13 +154,27 @@ class PortableStore(StoreBase):
         return self._engine.read(job)
 
     # -- the bulk write -------------------------------------------------------------------------------
-    def portable_load(self, batch: LoadBatch) -> None:
-        """Write one batch in one transaction. New revisions carry ``indexed = false``: the index sync (woken
-        by the commit) indexes them, as it does any write."""
-        self._engine.write(lambda tx: _load(tx, batch))
+    def portable_load(self, prepare: Callable[[], LoadBatch]) -> LoadBatch:
+        """Write one batch in one transaction. ``prepare`` runs first, inside that transaction: the reads it
+        makes through this store see the transaction's state, so what it decides to write (new, already held,
+        in conflict) cannot be overtaken by another write before the load. It raises to write nothing, before
+        any COPY (a rolled-back bulk load is what Kùzu handles worst). New revisions carry ``indexed = false``:
+        the index sync (woken by the commit) indexes them, as it does any write. The batch's ``changes`` go to
+        the audit trail as one row, with the events the batch copied."""
+        def job(tx: Tx) -> LoadBatch:
+            batch = prepare()
+            if len(batch):
+                at = self._now()
+                seqs = _load(tx, batch)
+                self.policy.record(tx, at, [(-1, routing_key, kref) for routing_key, kref in batch.changes]
+                                   + [(seq, "event.imported", kref) for seq, kref in seqs])
+            return batch
+
+        return self._engine.write(job)
 
 
-def _load(tx: Tx, b: LoadBatch) -> None:
+def _load(tx: Tx, b: LoadBatch) -> list[tuple[int, str]]:
+    """Write the batch; the (new sequence number, kref) of each event it created."""
     tx.unwind("UNWIND $rows AS row CREATE (:Project {name: row.name, project_id: row.project_id, "
               "description: row.description, created_at: row.created_at, updated_at: row.updated_at, "
               "deprecated: row.deprecated, allow_public: row.allow_public, metadata: row.metadata})", b.projects)
@@ -191,6 +207,9 @@ def _load(tx: Tx, b: LoadBatch) -> None:
             "row.added_by_username AS abu, row.added_in AS ai, row.removed_in AS ri, row.metadata AS md", b.members)
     tx.unwind("UNWIND $rows AS row MATCH (e:Event {seq: row.seq}) SET e.at = row.at, e.author = row.author, "
               "e.details = row.details", b.adopt_events)
+    if not b.events:
+        return []
     # in file order: each gets the next sequence number
-    tx.unwind("UNWIND $rows AS row CREATE (:Event {at: row.at, routing_key: row.routing_key, kref: row.kref, "
-              "author: row.author, details: row.details})", b.events)
+    return [(int(seq), kref) for seq, kref in tx.rows(
+        "UNWIND $rows AS row CREATE (e:Event {at: row.at, routing_key: row.routing_key, kref: row.kref, "
+        "author: row.author, details: row.details}) RETURN e.seq, e.kref", {"rows": b.events})]

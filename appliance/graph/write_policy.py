@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from appliance.core.caller import Caller, current_caller
 from appliance.graph.engine import Tx
-from appliance.memory.policy import ReadOnlyNamespaces, exempt, refusal
+from appliance.memory.policy import ReadOnlyNamespaces, refusal
 
 log = logging.getLogger(__name__)
 MAX_CHANGES = 100  # changes listed in one audit row
@@ -37,7 +37,7 @@ class WritePolicy:
         caller = current_caller()
         for kref in krefs:
             name = self.read_only.touched(routing_key, kref)
-            if name is None or exempt(caller):
+            if name is None:
                 continue
             # a refusal is not a change (the audit trail records none); the log says who tried
             log.info("refused %s of %s: namespace %r is read-only (door %s, client %r, operation %r)",
@@ -45,7 +45,8 @@ class WritePolicy:
             raise refusal(name)
 
     def record(self, tx: Tx, at: str, changes: list[tuple[int, str, str]]) -> None:
-        """Note committed-to-be events ``(seq, routing_key, kref)`` in this transaction's audit row."""
+        """Note committed-to-be events ``(seq, routing_key, kref)`` in this transaction's audit row (``seq`` -1
+        for a change that is no event: a record an import wrote)."""
         if not self.audit or not changes:
             return
         row = next((action for action in tx.committing if isinstance(action, _AuditRow)), None)
@@ -66,8 +67,9 @@ class _AuditRow:
 
     def add(self, changes: list[tuple[int, str, str]]) -> None:
         for seq, routing_key, kref in changes:
-            self.first = seq if self.first < 0 else min(self.first, seq)
-            self.last = max(self.last, seq)
+            if seq >= 0:  # an import also lists the records it wrote, which are no events (seq -1)
+                self.first = seq if self.first < 0 else min(self.first, seq)
+                self.last = max(self.last, seq)
             self.count += 1
             if len(self.changes) < MAX_CHANGES:
                 self.changes.append([routing_key, kref])

@@ -2,9 +2,10 @@
 
 A change is named by the graph event it records (routing key and kref, see ``appliance.graph``); it touches a
 namespace when the kref lies in the namespace's space or a space under it (``appliance.memory.namespaces``),
-or when it removes, archives or restores a project or space that holds the namespace's space. Who may still
-write: the operator's own restore and import (the ``cli`` door, and jobs of kind ``import``/``restore``
-whatever door queued them), since they put back what the operator chose to keep.
+or when it removes, archives or restores a project or space that holds the namespace's space. No door and no
+job is exempt: an import that would write into one is refused before it writes anything
+(``appliance.portability.importer``), and a restore replaces the data directory without writing through the
+graph. To change a read-only namespace, the operator takes it out of the setting and restarts.
 """
 
 from __future__ import annotations
@@ -13,20 +14,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from appliance.core import kref as krefs
-from appliance.core.caller import Caller
 from appliance.errors import KumihoError, PermissionDenied
 from appliance.memory import namespaces
 
 # changes of a container that reach every space inside it
 CONTAINER_CHANGES = frozenset({"project.archived", "project.restored", "project.deleted", "space.deleted"})
-OPERATOR_DOORS = frozenset({"cli"})
-OPERATOR_OPERATIONS = frozenset({"import", "restore"})
 SETTING = "[memory.policy] read_only_namespaces"
-
-
-def exempt(caller: Caller) -> bool:
-    """The operator's own restore and import write into read-only namespaces too."""
-    return caller.door in OPERATOR_DOORS or caller.operation in OPERATOR_OPERATIONS
 
 
 @dataclass(frozen=True)
@@ -61,8 +54,8 @@ class ReadOnlyNamespaces:
         return None
 
 
-def refusal(name: str) -> PermissionDenied:
+def refusal(name: str, what: str = "") -> PermissionDenied:
+    """``what`` says more about the refused change (an import names its lines)."""
     return PermissionDenied(
-        f"namespace {name!r} is read-only ({SETTING}); nothing was written. To write to it, remove {name!r} "
-        f"from read_only_namespaces in the configuration and restart the appliance; the operator's own "
-        f"`kumiho-ce restore` and `kumiho-ce import` are not refused")
+        f"namespace {name!r} is read-only ({SETTING}); nothing was written{what}. To write to it, remove "
+        f"{name!r} from read_only_namespaces in the configuration and restart the appliance")

@@ -6,11 +6,18 @@ each item (by kref) followed by its revisions, tag spans and artifacts, then edg
 second pass over the items: they may point at any item) and last the events in sequence order.
 
 Each page is its own read: a write that lands during a long export may or may not be in it (a backup is the
-point-in-time copy).
+point-in-time copy). The file stays importable all the same: a record is written only when what it refers to
+was written above it (a space whose project or parent space, an item whose space, a tag or artifact whose
+revision came after the read above it is left out, and so is an edge or bundle member whose ends were not
+exported), so the import never meets a reference to nothing. For that the export keeps a 16-byte digest of
+each exported item and revision id (~100 bytes each): the one thing that grows with the graph. One read
+transaction over the whole export would give a true snapshot instead, but it would stay open as long as the
+client takes to download the file, and Kùzu cannot checkpoint while any transaction is open.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,31 +49,44 @@ def export_lines(graph: GraphStore, artifact_root: Path, project: str | None = N
 
 
 def _body(graph: GraphStore, artifact_root: Path, only: str) -> Iterator[str]:
+    projects: set[str] = set()
+    spaces: set[str] = set()  # paths (spaces are few next to items)
+    exported: set[bytes] = set()  # digests of the item and revision ids written
     for node in graph.portable_projects(only):
+        projects.add(node["name"])
         yield records.encode(records.project_record(node))
     for node in _paged(lambda after: graph.portable_spaces(after, PAGE, only), "path"):
-        yield records.encode(records.space_record(node))
+        if node["project"] in projects and (not node["parent"] or node["parent"] in spaces):
+            spaces.add(node["path"])
+            yield records.encode(records.space_record(node))
     for page in _item_pages(graph, only):
-        parts = graph.portable_parts([n["id"] for n in page])
+        page = [node for node in page if node["space"] in spaces]
+        parts = graph.portable_parts([n["id"] for n in page])  # read after the page: may hold newer revisions
         for node in page:
             item = node["id"]
+            exported.add(_digest(item))
             yield records.encode(records.item_record(node))
             for revision in parts.revisions.get(item, []):
+                exported.add(_digest(revision["id"]))
                 yield records.encode(records.revision_record(revision))
             for span in sorted(parts.tags.get(item, []), key=records.tag_order):
-                yield records.encode(records.tag_record(item, span))
+                if _digest(span["revision"]) in exported:
+                    yield records.encode(records.tag_record(item, span))
             for artifact in sorted(parts.artifacts.get(item, []), key=records.artifact_order):
-                yield records.encode(records.artifact_record(artifact, carried_file(artifact["location"],
-                                                                                    artifact_root)))
+                if _digest(artifact["revision"]) in exported:
+                    yield records.encode(records.artifact_record(artifact, carried_file(artifact["location"],
+                                                                                        artifact_root)))
     for page in _item_pages(graph, only):
         links = graph.portable_links([n["id"] for n in page])
         for row in sorted(links, key=lambda r: (r["source"], r["target"], r["edge_type"])):
-            if _within(row["target"], only):
+            if _within(row["target"], only) and _digest(row["source"]) in exported \
+                    and _digest(row["target"]) in exported:
                 yield records.encode(records.edge_record(row))
     for page in _item_pages(graph, only, kind=names.RESERVED_KIND):
         members = graph.portable_members([n["id"] for n in page])
         for row in sorted(members, key=lambda r: (r["bundle"], r["member"], r["added_in"])):
-            if _within(row["member"], only):
+            if _within(row["member"], only) and _digest(row["bundle"]) in exported \
+                    and _digest(row["member"]) in exported:
                 yield records.encode(records.member_record(row))
     after = -1
     while True:
@@ -95,6 +115,10 @@ def _item_pages(graph: GraphStore, project: str, kind: str = "") -> Iterator[lis
     while page := graph.portable_items(after, PAGE, project, kind):
         yield page
         after = page[-1]["id"]
+
+
+def _digest(node_id: str) -> bytes:
+    return hashlib.blake2b(node_id.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 def _within(node_id: str, project: str) -> bool:

@@ -4,9 +4,14 @@ Two passes over the file. The check reads it whole before anything is written: e
 (``records.check_line``), the header, the closing ``end`` line (a file cut short is refused), that every
 reference names a record earlier in the file or one the store holds, and how each record compares with the
 store: new, already there (unchanged: skipped, so a second import of the same file writes nothing), or in
-conflict (same kref, other content: the whole import is refused, listing them). The write pass then goes
-through the file again in batches of ``BATCH`` records, one transaction each, with the artifact files a
-batch carries written (fsynced) before the transaction that points at them commits.
+conflict (same kref, other content: the whole import is refused, listing them), and whether writing it would
+change a namespace the operator made read-only (refused too: an import is a write like any other). The write
+pass then goes through the file again in batches of ``BATCH`` records, one transaction each: each batch is
+compared with the store again inside its own write transaction, before it loads anything, so that a write
+that landed since the check (the same record: skipped; another version of it, or the deletion of a record it
+refers to: the import stops there) is seen rather than making the bulk load fail. The artifact files a batch
+carries are written (fsynced) inside that transaction, before it commits; each batch adds one row to the
+audit trail.
 
 Projects and spaces are containers, known by name and path: one the store holds with other details (another
 appliance made its own memory project at another time) keeps the store's record and is counted as ``kept``,
@@ -29,10 +34,11 @@ from pathlib import Path
 from typing import Any
 
 from appliance.backup.archive import sha256_of
-from appliance.errors import Conflict, InvalidArgument, StorageError
+from appliance.errors import Conflict, InvalidArgument, PermissionDenied, StorageError
 from appliance.fsutil import fsync_dir, inside, write_durably
 from appliance.graph import GraphStore
 from appliance.graph.portable import LoadBatch
+from appliance.memory import policy
 from appliance.portability import records
 from appliance.portability.records import Checked, LineError, Record
 
@@ -42,6 +48,12 @@ MAX_REPORTED = 20  # problems listed in a refusal (all are counted)
 log = logging.getLogger(__name__)
 Progress = Callable[[int, int, str], None]  # (bytes done, bytes to do, what now)
 
+# the krefs a record names: what it changes (a read-only namespace's, for the guard) and what the audit row lists
+_KREFS = {"project": ("kref",), "space": ("kref",), "item": ("kref",), "revision": ("kref",),
+          "tag": ("revision_kref",), "artifact": ("kref",), "edge": ("source_kref", "target_kref"),
+          "bundle_member": ("bundle_kref",), "event": ("kref",)}
+_PARTLY = ("; nothing of this batch was written, the batches before it were. Import the file again to complete it "
+           "once the cause is fixed (records already written are skipped)")
 _LISTS = {"project": "projects", "space": "spaces", "item": "items", "revision": "revisions", "tag": "tags",
           "artifact": "artifacts", "edge": "links", "bundle_member": "members", "event": "events"}
 
@@ -71,6 +83,9 @@ class Outcome:
     error_count: int = 0
     conflicts: list[str] = field(default_factory=list)
     conflict_count: int = 0
+    read_only: list[str] = field(default_factory=list)  # records that would change a read-only namespace
+    read_only_count: int = 0
+    read_only_names: set[str] = field(default_factory=set)
 
     def error(self, message: str) -> None:
         self.error_count += 1
@@ -81,6 +96,12 @@ class Outcome:
         self.conflict_count += 1
         if len(self.conflicts) < MAX_REPORTED:
             self.conflicts.append(message)
+
+    def refuse(self, namespace: str, message: str) -> None:
+        self.read_only_count += 1
+        self.read_only_names.add(namespace)
+        if len(self.read_only) < MAX_REPORTED:
+            self.read_only.append(message)
 
     def summary(self, dry_run: bool) -> dict[str, Any]:
         return {"dry_run": dry_run, "records": self.records, "by_type": dict(sorted(self.by_type.items())),
@@ -125,6 +146,12 @@ class Importer:
         if outcome.error_count:
             raise InvalidArgument(_listing(f"the file cannot be imported ({outcome.error_count} problem(s)); "
                                            "nothing was written", outcome.errors, outcome.error_count))
+        if outcome.read_only_count:
+            name = sorted(outcome.read_only_names)[0]
+            refused = policy.refusal(name, " by this import")
+            raise PermissionDenied(_listing(f"{refused.message}. {outcome.read_only_count} record(s) of the file "
+                                            "would change a read-only namespace", outcome.read_only,
+                                            outcome.read_only_count))
         if outcome.conflict_count:
             raise Conflict(_listing(f"{outcome.conflict_count} record(s) differ from what this appliance holds "
                                     "under the same kref; nothing was written. Remove them from the file, or "
@@ -158,6 +185,8 @@ class Importer:
         outcome.by_type[kind] = outcome.by_type.get(kind, 0) + 1
         if kind == "artifact" and "content_base64" not in record.get("file", {"content_base64": ""}):
             outcome.files_not_carried += 1
+        if verdict.status in ("new", "adopt") and (namespace := self._read_only(record)):
+            outcome.refuse(namespace, f"line {line}: {records.describe(checked.key)} (namespace {namespace!r})")
         if verdict.status == "conflict":
             outcome.conflict(f"line {line}: {records.describe(checked.key)} {verdict.detail}")
         elif verdict.status == "same":
@@ -183,6 +212,16 @@ class Importer:
                         line, name = seen.pending[key]
                         outcome.error(f"line {line}, field {name}: {records.describe(key)} is neither in the file "
                                       "above this line nor in this appliance")
+
+    def _read_only(self, record: Record) -> str | None:
+        """The read-only namespace (``[memory.policy] read_only_namespaces``) writing ``record`` would change."""
+        guard = self.graph.policy.read_only
+        if guard is None or not guard.names:
+            return None
+        for name in _KREFS[record["type"]]:
+            if record.get(name) and (namespace := guard.touched(record["type"] + ".imported", record[name])):
+                return namespace
+        return None
 
     # -- comparing a chunk with the store ------------------------------------------------------------------
     def _verdicts(self, chunk: list[tuple[int, Checked]], seen: _Seen) -> list[_Verdict]:
@@ -323,30 +362,64 @@ class Importer:
                 time.sleep(attempt)
 
     def _write(self, chunk: list[tuple[int, Checked]], seen: _Seen, outcome: Outcome) -> None:
-        batch = LoadBatch()
-        folders: set[Path] = set()
-        for (line, checked), verdict in zip(chunk, self._verdicts(chunk, seen), strict=True):
-            record = checked.record
-            if verdict.status in ("same", "kept"):
-                continue
-            if verdict.status == "conflict":  # the store changed since the check
-                raise Conflict(f"line {line}: {records.describe(checked.key)} {verdict.detail} (it changed "
-                               "while the import ran; the batches before this line were written)")
-            row = records.to_row(self._comparable(record) if record["type"] == "artifact" else record)
-            if verdict.status == "adopt":
-                kind = record["type"]
-                if kind == "event":
-                    batch.adopt_events.append({"seq": verdict.adopt_seq, **row})
-                else:
-                    getattr(batch, "adopt_projects" if kind == "project" else "adopt_spaces").append(row)
-                continue
-            if record["type"] == "artifact" and (folder := self._write_file(record, outcome)) is not None:
-                folders.add(folder)
-            getattr(batch, _LISTS[record["type"]]).append(row)
-        for folder in sorted(folders):  # the files' names are on disk before the commit that points to them
-            fsync_dir(folder)
-        if len(batch):
-            self.graph.portable_load(batch)
+        """One batch, decided inside its own write transaction (``portable_load`` runs ``prepare`` there): a
+        write that landed since the check is seen, so a record someone else wrote the same is skipped, and one
+        written otherwise, or a reference deleted meanwhile, stops the import before this batch loads anything."""
+        def prepare() -> LoadBatch:
+            verdicts = self._verdicts(chunk, seen)
+            for (line, checked), verdict in zip(chunk, verdicts, strict=True):  # before any file is written
+                if verdict.status == "conflict":  # the store changed since the check
+                    raise Conflict(f"line {line}: {records.describe(checked.key)} {verdict.detail} (it changed "
+                                   f"while the import ran){_PARTLY}")
+                if verdict.status in ("new", "adopt") and (namespace := self._read_only(checked.record)):
+                    raise policy.refusal(namespace, f" from line {line} on (the batches before it were)")
+            self._still_there(chunk, verdicts)
+            batch = LoadBatch()
+            folders: set[Path] = set()
+            for (_, checked), verdict in zip(chunk, verdicts, strict=True):
+                record = checked.record
+                if verdict.status in ("same", "kept"):
+                    continue
+                row = records.to_row(self._comparable(record) if record["type"] == "artifact" else record)
+                if record["type"] != "event" or verdict.status == "adopt":  # a new event: its own seq says it
+                    batch.changes.append((f"{record['type']}.{'adopted' if verdict.status == 'adopt' else 'imported'}",
+                                          _kref_of(record)))
+                if verdict.status == "adopt":
+                    kind = record["type"]
+                    if kind == "event":
+                        batch.adopt_events.append({"seq": verdict.adopt_seq, **row})
+                    else:
+                        getattr(batch, "adopt_projects" if kind == "project" else "adopt_spaces").append(row)
+                    continue
+                if record["type"] == "artifact" and (folder := self._write_file(record, outcome)) is not None:
+                    folders.add(folder)
+                getattr(batch, _LISTS[record["type"]]).append(row)
+            for folder in sorted(folders):  # the files' names are on disk before the commit that points to them
+                fsync_dir(folder)
+            return batch
+
+        self.graph.portable_load(prepare)
+
+    def _still_there(self, chunk: list[tuple[int, Checked]], verdicts: list[_Verdict]) -> None:
+        """Every reference of a record this batch writes names a record of this batch or one the store still
+        holds (the check found it; a delete since then would make the bulk load fail)."""
+        here = {checked.key for _, checked in chunk}
+        wanted: dict[tuple[str, ...], tuple[int, str]] = {}
+        for (line, checked), verdict in zip(chunk, verdicts, strict=True):
+            if verdict.status in ("new", "adopt"):
+                for key, name in checked.refs:
+                    if key not in here:
+                        wanted.setdefault(key, (line, name))
+        by_table: dict[str, list[tuple[str, ...]]] = {}
+        for key in wanted:
+            by_table.setdefault(key[0], []).append(key)
+        for table, keys in sorted(by_table.items()):
+            held = self.graph.portable_nodes(table, [key[1] for key in keys])
+            for key in keys:
+                if key[1] not in held:
+                    line, name = wanted[key]
+                    raise Conflict(f"line {line}, field {name}: {records.describe(key)} is no longer in this "
+                                   f"appliance (it was deleted while the import ran){_PARTLY}")
 
 
 def _chunks(path: Path, outcome: Outcome) -> Iterator[tuple[int, list[tuple[int, Checked]]]]:
@@ -414,6 +487,10 @@ def _check_end(number: int, text: bytes, seen: int) -> None:
     if not isinstance(value, dict) or set(value) != {"type", "records"} or value["records"] != seen:
         raise LineError(number, "records", f"the end line does not match the file ({seen} records above it): "
                         "records were removed or added by hand")
+
+
+def _kref_of(record: Record) -> str:
+    return str(record.get(_KREFS[record["type"]][0]) or "")
 
 
 def _digest(key: tuple[str, ...]) -> bytes:

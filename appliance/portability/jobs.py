@@ -24,12 +24,15 @@ def start_import(services: Services, path: Path, *, dry_run: bool, remove_after:
         importer = Importer(services.graph, artifact_root,
                             progress=lambda done, total, note: job.progress(done, total, note),
                             cancelled=job.cancel.is_set)
-        try:
-            with calling(caller):
-                return importer.run(path, dry_run=dry_run)
-        finally:
-            if remove_after:
-                path.unlink(missing_ok=True)
+        with calling(caller):
+            return importer.run(path, dry_run=dry_run)
 
     what = "check" if dry_run else "import"
-    return services.jobs.submit(KIND, work, description=f"{what} {path.name}")
+    # an upload is removed when its job ends, also when it is cancelled before it starts (work never runs)
+    cleanup = (lambda: path.unlink(missing_ok=True)) if remove_after else None
+    try:
+        return services.jobs.submit(KIND, work, description=f"{what} {path.name}", cleanup=cleanup)
+    except BaseException:
+        if cleanup is not None:
+            cleanup()
+        raise

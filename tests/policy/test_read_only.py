@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from appliance.core.caller import Caller, calling
+from appliance.graph.write_policy import WritePolicy
 from appliance.inference.chat import ScriptedCall, ScriptedModel
 from tests.inprocess import InProcess, serve_in_process, wait_job
 from tests.mcp_api.clients import call, in_http_session
@@ -44,9 +44,10 @@ def app(tmp_path: Path) -> Iterator[InProcess]:
 
 
 def seed(app: InProcess) -> None:
-    """What the namespace holds, written by the operator (the cli door: a restore or an import)."""
+    """What the namespace holds, written before the operator made it read-only (no door may write it now)."""
     g = app.services.graph
-    with calling(Caller("cli", "test", "import")):
+    policy, g.policy = g.policy, WritePolicy(audit=g.policy.audit)
+    try:
         g.ensure_space(VAULT)
         g.ensure_space(OPEN)
         g.create_item(VAULT, "secret", "conversation")
@@ -59,6 +60,8 @@ def seed(app: InProcess) -> None:
         g.add_bundle_member(BUNDLE, OPEN_ITEM)
         g.create_edge(REV, OPEN_REV, "DERIVED_FROM")
         g.create_edge(OPEN_REV, REV, "REFERENCED")
+    finally:
+        g.policy = policy
 
 
 def mcp(app: InProcess, tool: str, **arguments: Any) -> dict[str, Any]:
@@ -146,20 +149,40 @@ def test_kumiho_rest_refuses_with_403_and_names_the_setting(app: InProcess) -> N
     assert not app.services.graph.get_item(ITEM).deprecated
 
 
-def test_the_operators_import_job_writes_while_other_jobs_are_refused(app: InProcess) -> None:
-    jobs, graph = app.services.jobs, app.services.graph
+def _import(app: InProcess, text: str) -> dict[str, Any]:
+    answer = httpx.post(app.base_url + "/api/v1/imports", content=text.encode(),
+                        headers={"content-type": "application/x-ndjson"}, timeout=60)
+    assert answer.status_code == 202, answer.text
+    return wait_job(app, answer.json()["job_id"])
 
-    def write(job: Any) -> str:
-        return graph.create_revision(ITEM, {"title": "imported"}).kref
 
-    with calling(Caller("console", "browser", "POST /api/v1/import")):
-        imported = jobs.submit("import", write)
-        other = jobs.submit("consolidate", write)
-    assert jobs.wait(imported, 60) and jobs.wait(other, 60)
-    assert imported.state == "done" and imported.result == ITEM + "?r=2"
-    assert other.state == "failed" and other.error and other.error["code"] == "permission_denied"
-    row = graph.audit_entries(kref=ITEM + "?r=2")[0]
-    assert (row.door, row.operation) == ("console", "import")
+def test_an_import_into_a_read_only_namespace_is_refused_before_anything_is_written(
+        app: InProcess, tmp_path: Path) -> None:
+    """An import is a write like any other: refused in its check, naming the namespace and the setting; a file
+    that only adds to other namespaces (and holds the vault's records unchanged) is imported."""
+    with serve_in_process(tmp_path / "other", None) as other:
+        g = other.services.graph
+        g.ensure_space(VAULT)
+        g.ensure_space(OPEN)
+        g.create_item(OPEN, "first", "conversation")  # sorts before the vault's item: written first if at all
+        g.create_item(VAULT, "smuggled", "conversation")
+        g.create_revision(f"kref://{PROJECT}/Memory/vault/smuggled.conversation", {"title": "into the vault"})
+        text = httpx.get(other.base_url + "/api/v1/export", timeout=60).text
+    graph = app.services.graph
+    events = graph.portable_next_event_seq(-1), len(graph.portable_events(-1, 10_000))
+    job = _import(app, text)
+    assert job["state"] == "failed" and job["error"]["code"] == "permission_denied", job
+    message = job["error"]["message"]
+    assert "namespace 'vault' is read-only ([memory.policy] read_only_namespaces)" in message, message
+    assert "nothing was written" in message and "smuggled.conversation" in message
+    assert "remove 'vault' from read_only_namespaces" in message
+    assert graph.portable_nodes("Item", [f"{PROJECT}/Memory/open/first.conversation"]) == {}  # nothing at all
+    assert (graph.portable_next_event_seq(-1), len(graph.portable_events(-1, 10_000))) == events
+    assert not [row for row in graph.audit_entries() if row.operation == "import"]
+
+    dry = httpx.post(app.base_url + "/api/v1/imports?dry_run=true", content=text.encode(),
+                     headers={"content-type": "application/x-ndjson"}, timeout=60)
+    assert wait_job(app, dry.json()["job_id"])["error"]["code"] == "permission_denied"
 
 
 def test_a_scheduled_dream_state_run_leaves_read_only_namespaces_alone(app: InProcess) -> None:
