@@ -25,7 +25,7 @@ class AuditChangeView(BaseModel):
 class AuditEntryView(BaseModel):
     seq: int = Field(description="the row's number, increasing; page with ?after=<the last seq you read>")
     at: str = Field(description="when the transaction recorded its first change (UTC, RFC 3339)")
-    door: Door = Field(description="the front door: mcp, memory_api, kumiho_rest, console, cli, maintenance, "
+    door: Door = Field(description="the front door: mcp, memory_api, kumiho_rest, console, maintenance, "
                                        "grpc, or internal (the appliance's own start-up work)")
     client: str = Field(description="X-Kumiho-Client, else the User-Agent, of the request (at most 200 characters)")
     operation: str = Field(description="the tool or operation name, the route (e.g. POST /api/v1/memories), or "

@@ -15,10 +15,10 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 # mcp: the MCP tools (HTTP or the stdio shim); memory_api: /api/v1/memories and `kumiho-ce memory`;
-# kumiho_rest: Kumiho's REST subset (Revka); console: the rest of the admin API and the web UI;
-# cli: commands that write without a running appliance (restore, import); maintenance: the appliance's own
-# scheduled work (consolidation, Dream State, hygiene, snapshots); grpc: Kumiho's wire protocol.
-Door = Literal["mcp", "memory_api", "kumiho_rest", "console", "cli", "maintenance", "grpc", "internal"]
+# kumiho_rest: Kumiho's REST subset (Revka); console: the rest of the admin API and the web UI (commands such as
+# `kumiho-ce import` go through these routes too, with or without a running appliance); maintenance: the
+# appliance's own scheduled work (consolidation, Dream State, hygiene, snapshots); grpc: Kumiho's wire protocol.
+Door = Literal["mcp", "memory_api", "kumiho_rest", "console", "maintenance", "grpc", "internal"]
 MAX_CLIENT = 200  # characters of a client label kept (it comes from request headers)
 
 

@@ -35,7 +35,7 @@ def store(tmp_path: Path) -> Iterator[GraphStore]:
         yield graph
 
 
-@pytest.mark.parametrize("door", ["mcp", "memory_api", "kumiho_rest", "console", "cli", "grpc", "maintenance",
+@pytest.mark.parametrize("door", ["mcp", "memory_api", "kumiho_rest", "console", "grpc", "maintenance",
                                   "internal"])
 @pytest.mark.parametrize("operation", ["op", "import", "restore"])
 def test_every_door_and_operation_is_refused(store: GraphStore, door: Any, operation: str) -> None:
