@@ -87,10 +87,10 @@ def scenarios(store: GraphStore) -> dict[str, tuple[Callable[[], object], Callab
                       lambda: store.create_revisions(revisions)),
         "edges": (_fails_later(store, lambda: store.create_edges(edges)), lambda: store.create_edges(edges)),
         # the import's LINK COPY itself fails (its target is missing) after the batch's other COPYs ran
-        "import": (lambda: store.portable_load(_load_batch("P/a/missing.note?r=1")),
-                   lambda: store.portable_load(_load_batch("P/a/x.note?r=1"))),
-        "import-then-failure": (_fails_later(store, lambda: store.portable_load(_load_batch("P/a/x.note?r=1"))),
-                                lambda: store.portable_load(_load_batch("P/a/x.note?r=1"))),
+        "import": (lambda: store.portable_load(lambda: _load_batch("P/a/missing.note?r=1")),
+                   lambda: store.portable_load(lambda: _load_batch("P/a/x.note?r=1"))),
+        "import-then-failure": (_fails_later(store, lambda: store.portable_load(lambda: _load_batch("P/a/x.note?r=1"))),
+                                lambda: store.portable_load(lambda: _load_batch("P/a/x.note?r=1"))),
     }
 
 
