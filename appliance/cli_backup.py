@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -46,37 +45,10 @@ def cmd_backup(args: argparse.Namespace, settings: Settings) -> int:
         finished = app.follow_job(job["job_id"], "backup")
         name = finished["result"]["name"]
         path = target / name if target.is_dir() else target
-        size = _download(app, name, path)
+        size, _ = app.download(f"/api/v1/backups/{name}", path, label="download")
         app.call("DELETE", f"/api/v1/backups/{name}")  # the copy this command's job made: FILE is the backup
     print(f"backup written to {path} ({size:,} bytes); restore it with `kumiho-ce restore {path}`")
     return 0
-
-
-def _download(app: Any, name: str, path: Path) -> int:
-    from tqdm import tqdm
-
-    from appliance.cli_connect import raise_for_problem
-
-    temp = path.with_name(f".{path.name}.partial")
-    try:
-        with app.http.stream("GET", f"/api/v1/backups/{name}") as response:
-            if response.status_code >= 400:
-                response.read()
-                raise_for_problem(response)
-            total = int(response.headers.get("content-length") or 0) or None
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # memories are private
-            with os.fdopen(fd, "wb") as out, tqdm(total=total, unit="B", unit_scale=True, desc="download",
-                                                  file=sys.stderr, leave=False) as bar:
-                for chunk in response.iter_bytes(1024 * 1024):
-                    out.write(chunk)
-                    bar.update(len(chunk))
-                out.flush()
-                os.fsync(out.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-    return path.stat().st_size
 
 
 def cmd_restore(args: argparse.Namespace, settings: Settings) -> int:

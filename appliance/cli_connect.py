@@ -12,12 +12,14 @@ and serves the same app on a private Unix socket, so that both cases run the sam
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +57,36 @@ class ApplianceHttp:
         raise_for_problem(response)
         return response.json() if response.content else None
 
+    def download(self, path: str, target: Path, *, label: str, params: dict[str, str] | None = None,
+                 check_end: Callable[[bytes], None] | None = None) -> tuple[int, int]:
+        """Stream ``path`` into ``target``, with a progress bar on stderr: written beside it (0600: memories are
+        private), fsynced and renamed over it once whole, so ``target`` is never half a file. ``check_end`` sees
+        the last 4 KiB and raises when the answer stopped early. Returns (bytes, lines) written."""
+        from tqdm import tqdm
+
+        partial = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.part")
+        size = lines = 0
+        tail = b""
+        try:
+            with self.http.stream("GET", path, params=params) as response:
+                raise_for_problem(response, streamed=True)
+                total = int(response.headers.get("content-length") or 0) or None
+                fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "wb") as out, tqdm(total=total, unit="B", unit_scale=True, desc=label,
+                                                      file=sys.stderr, leave=False) as bar:
+                    for chunk in response.iter_bytes(1024 * 1024):
+                        out.write(chunk)
+                        size, lines, tail = size + len(chunk), lines + chunk.count(b"\n"), (tail + chunk)[-4096:]
+                        bar.update(len(chunk))
+                    out.flush()
+                    os.fsync(out.fileno())
+            if check_end is not None:
+                check_end(tail)
+            os.replace(partial, target)
+        finally:
+            partial.unlink(missing_ok=True)
+        return size, lines
+
     def follow_job(self, job_id: str, label: str, *, poll: float = 0.2, show: bool = True) -> dict[str, Any]:
         """Wait for a job of the appliance, with a progress bar on stderr; its final view. A failed job
         raises ApplianceError with its error."""
@@ -77,9 +109,11 @@ class ApplianceHttp:
         return job  # type: ignore[no-any-return]  # the jobs API's JSON object
 
 
-def raise_for_problem(response: httpx.Response) -> None:
+def raise_for_problem(response: httpx.Response, *, streamed: bool = False) -> None:
     if response.status_code < 400:
         return
+    if streamed:
+        response.read()  # a streamed answer's problem body is not read yet
     try:
         body = response.json()
     except ValueError:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from appliance.cli_connect import ApplianceHttp, connect, raise_for_problem
@@ -169,20 +170,16 @@ def _run(app: ApplianceHttp, args: argparse.Namespace) -> int:  # one branch per
 
 def _export(app: ApplianceHttp, args: argparse.Namespace) -> int:
     params = _given(namespace=args.namespace, since=args.since, until=args.until)
-    with app.http.stream("GET", f"{API}/export", params=params) as response:
-        if response.status_code >= 400:
-            response.read()
-            raise_for_problem(response)
-        out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115
-        lines = 0
-        try:
+    if args.output:  # whole or not at all, as every download of the command line
+        _, lines = app.download(f"{API}/export", Path(args.output), label="export", params=params)
+    else:
+        with app.http.stream("GET", f"{API}/export", params=params) as response:
+            raise_for_problem(response, streamed=True)
+            lines = 0
             for line in response.iter_lines():
                 if line:
-                    out.write(line + "\n")
+                    sys.stdout.write(line + "\n")
                     lines += 1
-        finally:
-            if args.output:
-                out.close()
     if args.output:
         print(json.dumps({"exported": lines, "file": args.output}) if args.json
               else f"exported {lines} entries to {args.output}", file=sys.stderr if not args.json else sys.stdout)

@@ -13,14 +13,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import shutil
 import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
-from appliance.cli_connect import connect, raise_for_problem
+from appliance.cli_connect import connect
 from appliance.config import Settings
 from appliance.errors import InvalidArgument
 from appliance.fsutil import make_dirs
@@ -42,32 +41,15 @@ def add_parsers(commands: Any) -> None:
 
 
 def run_export(args: argparse.Namespace, settings: Settings) -> int:
-    from tqdm import tqdm
-
     target: Path = args.file
-    partial = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.part")
     params = {"project": args.project} if args.project else {}
-    records = 0
-    last = b""
-    try:
-        with connect(settings) as client, client.http.stream("GET", "/api/v1/export", params=params) as response:
-            if response.status_code >= 400:
-                response.read()
-                raise_for_problem(response)
-            with partial.open("wb") as out, tqdm(desc="export", unit=" lines", file=sys.stderr, leave=False) as bar:
-                for chunk in response.iter_bytes():
-                    out.write(chunk)
-                    lines = chunk.count(b"\n")
-                    records += lines
-                    bar.update(lines)
-                    last = (last + chunk)[-4096:]
-                out.flush()
-                os.fsync(out.fileno())
-        if not (last.endswith(b"\n") and last.rstrip(b"\n").rsplit(b"\n", 1)[-1].startswith(END_LINE)):
+
+    def ends_whole(tail: bytes) -> None:
+        if not (tail.endswith(b"\n") and tail.rstrip(b"\n").rsplit(b"\n", 1)[-1].startswith(END_LINE)):
             raise InvalidArgument("the export stopped before its end: the appliance's log says why; run it again")
-        os.replace(partial, target)
-    finally:
-        partial.unlink(missing_ok=True)
+
+    with connect(settings) as client:
+        _, records = client.download("/api/v1/export", target, label="export", params=params, check_end=ends_whole)
     print(f"exported {records - 2} records to {target}", file=sys.stderr)
     return 0
 
