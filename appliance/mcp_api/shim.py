@@ -22,6 +22,7 @@ from typing import IO, Any
 
 import httpx
 
+from appliance.cli_connect import token_for
 from appliance.config import Settings
 from appliance.datadir import DataDir
 from appliance.mcp_api.server import CLIENT_HEADER, LIMIT_HEADER, PROJECT_HEADER, SESSION_HEADER
@@ -110,13 +111,7 @@ class Shim:
 
     def _token(self) -> str | None:
         """The appliance's token (needed beyond loopback), when this user may read it."""
-        configured = self.settings.api_token
-        if configured:
-            return configured.get_secret_value()
-        try:
-            return self.data_dir.token_path.read_text().strip() or None
-        except OSError:  # no token yet (loopback), or a service's data dir this user cannot read
-            return None
+        return token_for(self.data_dir, self.settings)
 
     # -- forwarding ------------------------------------------------------------------------------------
     def forward(self, line: str) -> None:
