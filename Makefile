@@ -65,9 +65,21 @@ $(VENV)/.installed-test: $(VENV)/.installed
 	  && [ -x /usr/bin/chromium ]; } || { apt-get update -qq && apt-get install -y -qq strace iproute2 curl chromium >/dev/null; }
 	@touch $@
 
+# The public Kumiho SDK, its memory package and the stock `kumiho-mcp` sidecar in their own virtual environment
+# (pins in tests/kumiho_sdk/requirements.txt): tests/kumiho_sdk runs them against a real appliance. Re-running
+# is quick: pip runs again only when that file changes.
+KUMIHO_VENV := .venv-kumiho
+kumiho-sdk: $(KUMIHO_VENV)/.installed
+
+$(KUMIHO_VENV)/.installed: tests/kumiho_sdk/requirements.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "the Kumiho SDK tests need Python 3.11 or newer")'
+	[ -x $(KUMIHO_VENV)/bin/python ] || $(PYTHON) -m venv $(KUMIHO_VENV)
+	$(KUMIHO_VENV)/bin/pip --disable-pip-version-check install --quiet -r tests/kumiho_sdk/requirements.txt
+	@touch $@
+
 install: $(VENV)/.installed models
 
-install-test: $(VENV)/.installed-test models
+install-test: $(VENV)/.installed-test models kumiho-sdk
 
 run: install
 	$(BIN)/kumiho-ce serve
@@ -218,4 +230,4 @@ bench-slow-clients: install
 	$(BIN)/python benchmarks/slow_clients.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) $(KUMIHO_VENV) .pytest_cache .ruff_cache *.egg-info
