@@ -202,6 +202,16 @@ bench-mcp: install
 bench-compare: install
 	nice $(BIN)/python benchmarks/compare_commits.py --data $(DATA) $(if $(OLD),--old $(OLD)) $(if $(NEW),--new $(NEW))
 
+# Kumiho's gRPC Search and CreateRevision p50/p95 (through the public SDK and a plain grpcio channel) next to the
+# same operations through MCP over HTTP, on one real appliance (JSON)
+bench-grpc: install kumiho-sdk
+	$(BIN)/python benchmarks/grpc_bench.py
+
+# the 16 concurrent SDK clients' mixed flow for a minute (KUMIHO_SDK_LOAD_SECONDS=; `make test` runs a few seconds)
+test-sdk-long: install-test
+	@$(PYTEST) tests/kumiho_sdk -m long -s -q; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test-sdk-long: no tests were collected" >&2; exit 1; fi; exit $$rc
+
 # PII redaction precision/recall per label and throughput; PII_DATA= another file of the same format
 PII_DATA ?= ../shared/bench/pii-dev.jsonl
 bench-pii: install
