@@ -22,7 +22,7 @@ from appliance.inference.gguf_fixture import write_tiny_llama
 from tests.appliance_process import free_port, serve
 from tests.kumiho_sdk.conftest import Appliance
 from tests.kumiho_sdk_env import sdk_env, sdk_python
-from tests.mcp_api.clients import call, in_http_session
+from tests.mcp_api.clients import call, http_session
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +45,7 @@ def revka_local_ce_env(appliance: Appliance, home: Path) -> dict[str, str]:
     """What Revka's ``local_ce`` mode hands the stock sidecar: the local CE's gRPC endpoint, Redis working
     memory, an OpenAI-compatible LLM, and no token (a token sends the SDK to Kumiho's cloud)."""
     base = appliance.running.base_url
-    models = httpx.get(f"{base}/v1/models", timeout=30)
+    models = httpx.get(f"{base}/v1/models", timeout=30)  # the chat model first, then the embedder
     model = models.json()["data"][0]["id"] if models.status_code == 200 and models.json().get("data") else "default"
     return sdk_env(home, None,
                    KUMIHO_LOCAL_SERVER_ENDPOINT=f"127.0.0.1:{appliance.port}",
@@ -79,12 +79,15 @@ def run(steps: Any) -> Any:
     return anyio.run(steps)
 
 
-def mcp(appliance: Appliance, name: str, **arguments: Any) -> dict[str, Any]:
-    """One of the appliance's own MCP tools (HTTP /mcp)."""
-    async def steps(session: Any) -> dict[str, Any]:
+async def ours(appliance: Appliance, name: str, **arguments: Any) -> dict[str, Any]:
+    """One of the appliance's own MCP tools (HTTP /mcp), from inside a running event loop."""
+    async with http_session(appliance.running.base_url) as session:
         return await call(session, name, **arguments)
 
-    return in_http_session(appliance.running.base_url, steps)  # type: ignore[no-any-return]
+
+def mcp(appliance: Appliance, name: str, **arguments: Any) -> dict[str, Any]:
+    """One of the appliance's own MCP tools (HTTP /mcp), from synchronous test code."""
+    return anyio.run(lambda: ours(appliance, name, **arguments))
 
 
 def test_the_stock_sidecar_memory_flow_lands_in_the_appliance(appliance: Appliance) -> None:
@@ -102,7 +105,7 @@ def test_the_stock_sidecar_memory_flow_lands_in_the_appliance(appliance: Applian
             sid = seen["ingest"]["session_id"]
             seen["add_response"] = await tool(session, "kumiho_memory_add_response", session_id=sid,
                                               response="Noted: the staging database now runs on db7.")
-            seen["buffer"] = mcp(appliance, "kumiho_chat_get", session_id=sid)
+            seen["buffer"] = await ours(appliance, "kumiho_chat_get", session_id=sid)
             seen["store"] = await tool(session, "kumiho_memory_store", space_path="infra",
                                        title="Staging database host",
                                        summary="The staging database runs on host db7 since Tuesday.",
@@ -120,7 +123,7 @@ def test_the_stock_sidecar_memory_flow_lands_in_the_appliance(appliance: Applian
                            "content": "Nightly backups of the staging database start at 02:00."}])
             seen["consolidate"] = await tool(session, "kumiho_memory_consolidate", session_id=sid,
                                              summary="Alice moved the staging database to db7 on Tuesday.")
-            seen["buffer_after"] = mcp(appliance, "kumiho_chat_get", session_id=sid)
+            seen["buffer_after"] = await ours(appliance, "kumiho_chat_get", session_id=sid)
         return seen
 
     seen = run(steps)
@@ -162,8 +165,10 @@ def test_the_stock_sidecar_consolidates_with_the_appliances_model(appliance: App
             await tool(session, "kumiho_memory_add_response", session_id=sid, response="Fridays, noted.")
             return await tool(session, "kumiho_memory_consolidate", session_id=sid)
 
+    calls_before = appliance.rest("/api/v1/model")["chat"].get("calls", 0)
     done = run(steps)
     assert done["success"] is True and done["buffer_was_empty"] is False, done
+    assert appliance.rest("/api/v1/model")["chat"].get("calls", 0) > calls_before, "the local model was asked"
     kref = done["store_result"]["revision_kref"]
     revision = appliance.rest("/api/v1/revisions/by-kref", kref=kref)
     assert "summarized" in revision["tags"] and revision["metadata"]["summary"]
