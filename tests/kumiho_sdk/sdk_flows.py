@@ -56,8 +56,9 @@ def graph(args: dict[str, Any]) -> dict[str, Any]:
         "project": project.name, "space": space.path, "sub": sub.path, "item": item.kref.uri,
         "revisions": [first.kref.uri, second.kref.uri],
         "numbers": [first.number, second.number],
-        "read_revisions": [{"kref": r.kref.uri, "metadata": dict(r.metadata), "tags": sorted(r.tags)}
-                           for r in item.get_revisions()],
+        # Kumiho's CE lists revisions newest first, its SDK's docs say by number: the test takes either order
+        "read_revisions": sorted(({"number": r.number, "metadata": dict(r.metadata), "tags": sorted(r.tags)}
+                                  for r in item.get_revisions()), key=lambda r: r["number"]),
         "by_number": item.get_revision(1).metadata.get("note"),
         "latest": item.get_latest_revision().number,
         "item_again": {"kref": again.kref.uri, "name": again.name, "kind": again.kind},
@@ -107,7 +108,7 @@ def edges(args: dict[str, Any]) -> dict[str, Any]:
     a, b, c = (space.create_item(name, "asset").create_revision() for name in ("shot", "rig", "texture"))
     a.create_edge(b, kumiho.DEPENDS_ON)
     b.create_edge(c, kumiho.DEPENDS_ON, {"why": "skin"})
-    path = a.find_path_to(c)
+    path = a.find_path_to(c)  # the first shortest path (a RevisionPath), None when there is none
     result = {
         "revisions": {"a": a.kref.uri, "b": b.kref.uri, "c": c.kref.uri},
         "a_out": [(e.target_kref.uri, e.edge_type) for e in a.get_edges(direction=kumiho.OUTGOING)],
@@ -116,7 +117,8 @@ def edges(args: dict[str, Any]) -> dict[str, Any]:
         "edge_metadata": [dict(e.metadata) for e in c.get_edges(kumiho.DEPENDS_ON, kumiho.INCOMING)],
         "dependencies": sorted(k.uri for k in a.get_all_dependencies([kumiho.DEPENDS_ON]).revision_krefs),
         "dependents": sorted(k.uri for k in c.get_all_dependents([kumiho.DEPENDS_ON]).revision_krefs),
-        "path_exists": bool(path and path.path_exists), "path_length": path.path_length if path else None,
+        "path": [step.revision_kref.uri for step in path.steps] if path else None,
+        "path_depth": path.total_depth if path else None,
         "impact": sorted(iv.revision_kref.uri for iv in c.analyze_impact([kumiho.DEPENDS_ON])),
     }
     a.delete_edge(b, kumiho.DEPENDS_ON)
@@ -183,8 +185,8 @@ def batch(args: dict[str, Any]) -> dict[str, Any]:
 
 
 def delete(args: dict[str, Any]) -> dict[str, Any]:
-    """Deletions: a revision, an item (deprecated, then removed), a space, and the project (archive, impact
-    snapshot, hard delete)."""
+    """Deletions: a revision, an item (refused without force while it has revisions, deprecated, then removed), a
+    space, and the project (archive, impact snapshot, hard delete)."""
     kumiho.auto_configure_from_discovery()
     project = kumiho.create_project(args["project"])
     space = project.create_space("trash")
@@ -194,14 +196,15 @@ def delete(args: dict[str, Any]) -> dict[str, Any]:
     second.delete(force=True)
     gone = space.create_item("gone", "note")
     gone.create_revision()
-    gone.delete(force=False)  # deprecates
+    unforced = code_of(lambda: gone.delete(force=False))  # an item with revisions needs force (or deprecation)
+    gone.set_deprecated(True)
     deprecated = kumiho.get_item(gone.kref.uri).deprecated
     gone.delete(force=True)
     empty = project.create_space("empty")
     empty.delete(force=True)
     observed = {
         "keep_revisions": [r.number for r in keep.get_revisions()],
-        "gone_deprecated": deprecated,
+        "gone_unforced": unforced, "gone_deprecated": deprecated,
         "gone_after": code_of(lambda: kumiho.get_item(gone.kref.uri)),
         "space_after": code_of(lambda: project.get_space("empty")),
         "keep": keep.kref.uri, "gone": gone.kref.uri,

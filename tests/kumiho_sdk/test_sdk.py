@@ -36,7 +36,7 @@ def test_create_and_read_back_project_space_item_revisions(appliance: Appliance,
     item = f"kref://{project_name}/assets/characters/hero.model"
     assert seen["item"] == item and seen["numbers"] == [1, 2]
     assert seen["revisions"] == [f"{item}?r=1", f"{item}?r=2"]
-    assert [r["metadata"]["artist"] for r in seen["read_revisions"]] == ["jane", "kim"]
+    assert [(r["number"], r["metadata"]["artist"]) for r in seen["read_revisions"]] == [(1, "jane"), (2, "kim")]
     assert "latest" in seen["read_revisions"][1]["tags"] and "latest" not in seen["read_revisions"][0]["tags"]
     assert seen["by_number"] == "blocking" and seen["latest"] == 2
     assert seen["item_again"] == {"kref": item, "name": "hero.model", "kind": "model"}
@@ -75,7 +75,7 @@ def test_edges_traversal_path_and_impact(appliance: Appliance, project_name: str
     assert seen["a_out"] == [[b, "DEPENDS_ON"]] and seen["c_in"] == [[b, "DEPENDS_ON"]]
     assert seen["b_both"] == ["DEPENDS_ON", "DEPENDS_ON"] and seen["edge_metadata"] == [{"why": "skin"}]
     assert seen["dependencies"] == sorted([b, c]) and seen["dependents"] == sorted([a, b])
-    assert seen["path_exists"] is True and seen["path_length"] == 2
+    assert seen["path_depth"] == 2 and seen["path"][-1] == c and b in seen["path"], seen["path"]
     assert seen["impact"] == sorted([a, b])
     assert seen["a_out_after_delete"] == []
 
@@ -96,8 +96,9 @@ def test_typo_tolerant_search(appliance: Appliance, project_name: str) -> None:
     assert [hit["kref"] for hit in seen["metadata"]][:1] == [f"{base}/transport-schedule.note"]
     assert seen["nothing"] == []
 
-    rest = appliance.rest("/api/v1/items/fulltext-search", query="transprot", context=project_name)
-    assert {hit["item"]["kref"] for hit in rest[:2]} == set(typo[:2])
+    # the appliance's own search finds the same item by what its revision says
+    rest = appliance.rest("/api/v1/items/fulltext-search", query="night bus timetable", context=project_name)
+    assert [hit["item"]["kref"] for hit in rest][:1] == [f"{base}/transport-schedule.note"], rest
 
 
 def test_attributes_on_revision_item_and_space(appliance: Appliance, project_name: str) -> None:
@@ -129,7 +130,8 @@ def test_batch_creation_with_a_replayed_idempotency_prefix(appliance: Appliance,
 
 def test_deletions(appliance: Appliance, project_name: str) -> None:
     seen = appliance.sdk("delete", "delete", project=project_name)
-    assert seen["keep_revisions"] == [1] and seen["gone_deprecated"] is True
+    assert seen["keep_revisions"] == [1] and seen["gone_unforced"] == "FAILED_PRECONDITION"
+    assert seen["gone_deprecated"] is True
     assert seen["gone_after"] == "NOT_FOUND" and seen["space_after"] == "NOT_FOUND"
     assert seen["project_after"] is True and seen["project_listed"] is False
     assert project_name not in [p["name"] for p in appliance.rest("/api/v1/projects")]
