@@ -12,7 +12,8 @@ this order on the same appliance:
 * ``grpc_raw``: a plain grpcio channel from this process with the appliance's own message classes (the same
   two RPCs, no SDK interceptors or object wrapping);
 * ``mcp_http``: the official MCP client over streamable HTTP (/mcp): ``kumiho_fulltext_search`` (the same query
-  and context) and ``kumiho_create_revision`` (the same items).
+  and context, ``limit`` 100: the page gRPC Search answers by default) and ``kumiho_create_revision`` (the same
+  items).
 
 The search queries carry typos ("transprot"), as agents' do. p50/p95/mean in ms per operation and door.
 """
@@ -50,6 +51,7 @@ PROJECT = "Bench"
 SPACES = tuple(f"space-{n}" for n in range(10))
 WORDS = ("transport", "schedule", "budget", "database", "backup", "deploy", "release", "invoice", "meeting",
          "holiday", "network", "printer", "kitchen", "garden", "contract", "migration", "staging", "runbook")
+HITS = 100  # the SDK's Search asks for no page size and gets the server's default page (100): MCP asks for as many
 QUERIES = ("transprot schedule", "databse backup", "relase", "staging migraton", "kitchen", "budgte meeting",
            "netwrok printer", "holiday contract")
 
@@ -137,8 +139,8 @@ def mcp_http(base_url: str, plan: dict[str, Any]) -> dict[str, Any]:
             searched, created, hits = [], [], []
             for i in range(warmup + plan["calls"]):
                 started = time.perf_counter()
-                found = await session.call_tool("kumiho_fulltext_search",
-                                                {"query": queries[i % len(queries)], "context": plan["context"]})
+                found = await session.call_tool("kumiho_fulltext_search", {
+                    "query": queries[i % len(queries)], "context": plan["context"], "limit": HITS})
                 if i >= warmup:
                     searched.append((time.perf_counter() - started) * 1000)
                 assert not found.is_error, found.content
