@@ -14,6 +14,9 @@ from tests.mcp_api.clients import call, in_http_session
 
 
 def test_the_sdk_finds_the_appliance_by_its_local_ce_probe(appliance: Appliance, project_name: str) -> None:
+    """No endpoint, no token: ``kumiho.auto_configure_from_discovery()`` probes ``/api/_live`` and speaks gRPC on
+    the same port. The probe's default port (9190) is named by ``KUMIHO_LOCAL_SERVER_PORT`` here, as Revka's
+    ``local_ce`` mode does, because a test never takes a fixed port."""
     seen = appliance.sdk("discover", "discover", project=project_name)
     assert seen["target"] == f"127.0.0.1:{appliance.port}" and seen["default_is_configured"]
     assert seen["local_ce_client"] and project_name in seen["projects"]
