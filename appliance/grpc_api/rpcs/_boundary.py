@@ -29,4 +29,6 @@ def named(field: str, store_name: str = "kref") -> Iterator[None]:
             old, exc.field = exc.field, field
             if old and exc.message.startswith(f"{old}:"):
                 exc.message = field + exc.message[len(old):]
+            elif not exc.message.startswith(f"{field}:"):
+                exc.message = f"{field}: {exc.message}"
         raise
