@@ -6,7 +6,6 @@ from __future__ import annotations
 import grpc
 
 from appliance.grpc_api.descriptor import message
-
 from tests.appliance_process import Running
 from tests.grpc_api.conftest import Stub, kref, msg, rpc_error
 from tests.grpc_api.world import build
