@@ -161,3 +161,20 @@ def test_revisions_written_here_become_searchable(appliance: Running, stub: Stub
             break
         time.sleep(0.5)
     assert item in hits, found
+
+
+def test_credentials_are_redacted_before_anything_is_stored(appliance: Running, stub: Stub, unique: str) -> None:
+    [item] = build(appliance.base_url, unique, items=(("s", "hero", "model"),))
+    secret = "api_key=sk-abcdefghijklmnopqrstuvwxyz123456"
+    made = _create(stub, item, note=f"the deploy key is {secret}")
+    assert "sk-abc" not in made.metadata["note"] and "[secret]" in made.metadata["note"]
+    updated = stub.call("UpdateRevisionMetadata", msg("UpdateMetadataRequest", kref=kref(made.kref.uri),
+                                                      metadata={"more": secret}))
+    assert "sk-abc" not in str(dict(updated.metadata))
+    batch = msg("BatchCreateRevisionsRequest", revisions=[msg("BatchRevisionRow", revision=msg(
+        "CreateRevisionRequest", item_kref=kref(item), metadata={"note": secret}))])
+    [row] = stub.call("BatchCreateRevisions", batch).results
+    stored = stub.call("GetRevision", msg("KrefRequest", kref=kref(row.kref.uri)))
+    assert "sk-abc" not in stored.metadata["note"]
+    error = rpc_error(stub.call, "TagRevision", msg("TagRevisionRequest", kref=kref(made.kref.uri), tag=secret))
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT and error.details().startswith("tag:")
