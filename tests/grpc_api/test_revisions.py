@@ -31,6 +31,8 @@ def test_revisions_are_numbered_and_latest_follows_the_newest(appliance: Running
     assert stub.call("PeekNextRevision", msg("PeekNextRevisionRequest", item_kref=kref(item))).number == 3
     resolved = stub.call("ResolveKref", msg("ResolveKrefRequest", kref=item))
     assert resolved.number == 2
+    short = stub.call("ResolveKref", msg("ResolveKrefRequest", kref=f"kref://{unique}/s/hero"))  # no kind: unique
+    assert short.kref.uri == f"{item}?r=2"
 
 
 def test_missing_and_malformed_references_are_refused_naming_the_field(appliance: Running, stub: Stub,
