@@ -89,6 +89,7 @@ def test_a_replayed_prefix_answers_the_same_and_writes_nothing_twice(appliance: 
     again = _batch(stub, rows, prefix="turn-1")
     assert [r.kref.uri for r in again.results] == [r.kref.uri for r in first.results]
     assert [r.metadata["title"] for r in again.results[:2]] == ["one", "two"]
+    assert [list(r.tags) for r in again.results[:2]] == [[], ["latest"]]  # as they are now
     assert _next(stub, a) == 3  # nothing written twice
     tool(appliance.base_url, "kumiho_create_space", project_name=unique, space_name="later",
          parent_path=f"/{unique}")

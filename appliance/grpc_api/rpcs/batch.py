@@ -108,9 +108,6 @@ def _replayed(graph: GraphStore, planned: dict[int, NewRevision], prefix: str, f
     found: dict[str, Revision] = {}
     for project in sorted({krefs.parse(row.item_kref).project for row in planned.values()}):
         found.update(graph.revisions_with_metadata(project, IDEMPOTENCY_KEY, list(keys)))
-    if not found:
-        return {}
-    current = {r.kref: r for r in graph.batch_revisions(sorted(r.kref for r in found.values()), [])[0]}
     done = {}
     for key, revision in found.items():
         index = keys[key]
@@ -118,7 +115,7 @@ def _replayed(graph: GraphStore, planned: dict[int, NewRevision], prefix: str, f
             failures[index] = (f"revisions[{index}]: idempotency key {key!r} already names {revision.kref}, a "
                                "revision of another item; give a new idempotency_prefix for a new batch")
         else:
-            done[index] = current.get(revision.kref, revision)
+            done[index] = revision
     return done
 
 
