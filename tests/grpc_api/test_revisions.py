@@ -126,6 +126,8 @@ def test_batch_reads_by_revision_and_by_item_tag(appliance: Running, stub: Stub,
     latest = stub.call("BatchGetRevisions", msg("BatchGetRevisionsRequest", item_krefs=[kref(a), kref(b)],
                                                 allow_partial=True))  # the tag defaults to latest
     assert [r.kref.uri for r in latest.revisions] == [f"{a}?r=2", f"{b}?r=1"]
+    empty = stub.call("BatchGetRevisions", msg("BatchGetRevisionsRequest"))
+    assert not empty.revisions and empty.requested_count == 0
     error = rpc_error(stub.call, "BatchGetRevisions", msg("BatchGetRevisionsRequest", item_krefs=[kref(ghost)]))
     assert error.code() == grpc.StatusCode.NOT_FOUND and error.details().startswith("item_krefs[0]:")
     error = rpc_error(stub.call, "BatchGetRevisions", msg("BatchGetRevisionsRequest",
