@@ -119,6 +119,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from appliance.app import build_app, open_services
     from appliance.server import front, runner
+    from appliance.workmem import redis_server as workmem
 
     try:
         sock = front.bind(settings.host, settings.port)
@@ -134,13 +135,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
             log.warning("%s: every request but /api/_live needs the bearer token from %s", why, source)
         host, port = sock.getsockname()[:2]
         services.data_dir.write_runtime(host, port)
+        redis = workmem.start(settings, services)  # None when [kumiho] redis_port is 0 or taken
         idle_exit = None
         if args.exit_when_idle:  # started by a shim: nobody stops it but this
-            idle_exit = (IdleWatch(busy=services.jobs.busy), args.exit_when_idle)
+            busy = services.jobs.busy if redis is None else lambda: services.jobs.busy() or redis.busy()
+            idle_exit = (IdleWatch(busy=busy), args.exit_when_idle)
         try:
             return runner.run(app, sock, settings.http, "debug" if args.debug else settings.log_level,
                               idle_exit=idle_exit, on_shutdown=services.feed.close)
         finally:
+            workmem.stop(redis)
             services.data_dir.clear_runtime()
 
 

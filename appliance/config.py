@@ -205,6 +205,11 @@ class KumihoSettings(_Section):
     mode: Literal["local_ce"] = Field("local_ce", description="the seed's [kumiho].mode; this appliance is a local CE")
     default_project: str = Field("CognitiveMemory", description="project of the memory tools and of short krefs")
     memory_retrieval_limit: int = Field(3, ge=1, le=100, description="operator tools' limit cap")
+    redis_port: int = Field(6379, ge=0, le=65535, description="port of the working-memory Redis-protocol listener "
+                            "for Kumiho's stock memory sidecar (KUMIHO_UPSTASH_REDIS_URL=redis://127.0.0.1:<port>), "
+                            "always on 127.0.0.1 and backed by the appliance's own working memory; with the token "
+                            "required the URL carries it (redis://:<token>@127.0.0.1:<port>). 0 = off; a port "
+                            "already taken leaves it off with a warning")
 
 
 class InferenceSettings(_Section):
