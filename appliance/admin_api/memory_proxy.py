@@ -55,7 +55,7 @@ class AddMessage(_Session):
     """Buffer one message; credentials in it become [secret]."""
 
     action: Literal["add_message"]
-    role: Literal["user", "assistant", "system", "tool"]
+    role: str = Field(min_length=1, max_length=32, description="user | assistant | system | tool")
     content: str = Field(min_length=1, max_length=MAX_MESSAGE_BYTES,
                          description=f"the message text (at most {MAX_MESSAGE_BYTES} bytes of UTF-8)")
     metadata: dict[str, Any] = Field(default_factory=dict, description="kept with the message (channel, "

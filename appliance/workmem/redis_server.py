@@ -37,8 +37,10 @@ ACTIVE_SECONDS = 2.0  # a command this recent keeps an appliance that may idle o
 
 
 class RedisListener:
-    def __init__(self, working: WorkingMemory, sock: socket.socket, token: str | None) -> None:
+    def __init__(self, working: WorkingMemory, sock: socket.socket, token: str | None,
+                 max_connections: int = MAX_CONNECTIONS) -> None:
         self._commands = Commands(working)
+        self._max_connections = max_connections
         self._sock = sock
         self._token = token.encode() if token is not None else None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -91,8 +93,8 @@ class RedisListener:
             await server.wait_closed()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if len(self._clients) >= MAX_CONNECTIONS:
-            writer.write(encode(Error(f"ERR max number of clients reached ({MAX_CONNECTIONS})"), 2))
+        if len(self._clients) >= self._max_connections:
+            writer.write(encode(Error(f"ERR max number of clients reached ({self._max_connections})"), 2))
             with contextlib.suppress(ConnectionError):
                 await writer.drain()
             writer.close()
