@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 HOST = "127.0.0.1"
 MAX_CONNECTIONS = 256  # a sidecar's pool holds a few; each connection costs a task and two small buffers
 LINE_LIMIT = 64 * 1024  # the StreamReader's buffer bound for a header line (resp bounds the rest)
+REFUSAL_DRAIN_SECONDS = 1.0  # how long a refused client may still send before its connection is closed
 ACTIVE_SECONDS = 2.0  # a command this recent keeps an appliance that may idle out alive (polled once a second)
 
 
@@ -48,6 +49,7 @@ class RedisListener:
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name="workmem-redis", daemon=True)
         self._clients: set[asyncio.StreamWriter] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
         self._last_command = float("-inf")
 
     @property
@@ -89,17 +91,17 @@ class RedisListener:
         finally:
             server.close()
             for writer in list(self._clients):
-                writer.close()
+                writer.close()  # each handler then reads the end of its input and finishes
+            if self._tasks:
+                await asyncio.wait(list(self._tasks), timeout=5)
             await server.wait_closed()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if len(self._clients) >= self._max_connections:
-            writer.write(encode(Error(f"ERR max number of clients reached ({self._max_connections})"), 2))
-            with contextlib.suppress(ConnectionError):
-                await writer.drain()
-            writer.close()
+            await self._refuse(reader, writer)
             return
         self._clients.add(writer)
+        self._tasks.add(asyncio.current_task())  # type: ignore[arg-type]  # always inside the handler's task
         conn = Connection(self._token)
         try:
             while not conn.closing:
@@ -116,9 +118,22 @@ class RedisListener:
             pass  # the client left, mid-command or between commands
         finally:
             self._clients.discard(writer)
+            self._tasks.discard(asyncio.current_task())  # type: ignore[arg-type]
             writer.close()
             with contextlib.suppress(ConnectionError, OSError):
                 await writer.wait_closed()
+
+    async def _refuse(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Past the cap: say so, then let the client's pipelined handshake drain before closing, so that it reads
+        the error rather than a connection reset."""
+        writer.write(encode(Error(f"ERR max number of clients reached ({self._max_connections})"), 2))
+        with contextlib.suppress(ConnectionError, OSError, asyncio.TimeoutError):
+            await writer.drain()
+            writer.write_eof()
+            async with asyncio.timeout(REFUSAL_DRAIN_SECONDS):
+                while await reader.read(65536):
+                    pass
+        writer.close()
 
     def _run_command(self, conn: Connection, args: list[bytes]) -> object:
         self._last_command = time.monotonic()
