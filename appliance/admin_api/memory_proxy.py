@@ -12,12 +12,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from litestar import Controller, post
+from litestar import Controller, Request, post
 from litestar.datastructures import State
+from litestar.exceptions import SerializationException
 from litestar.params import JSONBody
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 from appliance.admin_api.errors import field_as_sent
+from appliance.errors import InvalidArgument
 from appliance.memory.working import MAX_MESSAGE_BYTES, MAX_NAME, WorkingMemory
 from appliance.workmem.buffer import KumihoBuffer
 
@@ -227,12 +229,32 @@ def answer(buffer: KumihoBuffer, request: Any) -> ProxyAnswer:
     raise TypeError(f"no action handles {type(request).__name__}")
 
 
+ACTIONS = tuple(kind.model_fields["action"].annotation.__args__[0]  # type: ignore[union-attr]
+                for kind in (AddMessage, GetMessages, SetSessionMetadata, GetSessionMetadata, ClearSession,
+                             ListSessions, NextSequence, GetActiveSession, SetActiveSession, ClearActiveSession,
+                             GetSessionGeneration, BumpSessionGeneration))
+
+
+async def known_action(request: Request[Any, Any, Any]) -> None:
+    """A missing or unknown ``action`` named as such (the shapes' own check would only say the body does not fit
+    any of them). The parsed body is kept for the handler."""
+    try:
+        body = await request.json()
+    except (ValueError, SerializationException):  # msgspec's DecodeError is a ValueError
+        raise InvalidArgument("body: send one JSON object {action, …payload}", field="body") from None
+    action = body.get("action") if isinstance(body, dict) else None
+    if action not in ACTIONS:
+        shown = repr(action)[:60]
+        raise InvalidArgument(f"action: give one of {', '.join(ACTIONS)} (got {shown})", field="action")
+
+
 class MemoryProxyController(Controller):
     path = "/api/memory/redis"
     tags = ("working memory",)
 
     @post("", summary="Kumiho's memory-proxy protocol: one working-memory buffer action per call ({action, …}), "
-          "for the stock sidecar's KUMIHO_MEMORY_PROXY_URL", sync_to_thread=True, status_code=200)
+          "for the stock sidecar's KUMIHO_MEMORY_PROXY_URL", sync_to_thread=True, status_code=200,
+          before_request=known_action)
     def redis(self, state: State, data: JSONBody[ProxyRequest]) -> ProxyAnswer:
         working: WorkingMemory = state.services.working
         with field_as_sent("user_canonical_id", "user_id"):
