@@ -3,9 +3,10 @@
 Its ``RedisMemoryBuffer`` (redis-py, RESP3 or RESP2) sends, beside the connection handshake (``HELLO`` with
 ``AUTH``, ``AUTH``, ``CLIENT SETINFO``, ``SELECT`` of a ``/db`` URL, ``PING``): ``RPUSH``/``LRANGE``/``LLEN``
 on the messages list, ``HSET``/``HGETALL`` on the metadata hash, ``DEL`` of both and of the active-session
-pointer, ``GET``/``SET … EX … [NX]`` of the pointer, ``INCR`` (redis-py sends ``INCRBY … 1``)/``GET`` of the day's sequence and the host
-generation, ``EXPIRE``/``TTL`` after them, and ``SCAN … MATCH <project's sessions> COUNT 100``. Those are served
-here on the key layout of ``keys.py``; any other command or key is answered with an error naming what is.
+pointer, ``GET``/``SET … EX … [NX]`` of the pointer, ``INCR`` (redis-py sends ``INCRBY <key> 1``) and ``GET``
+of the day's sequence and of the host generation, ``EXPIRE``/``TTL`` after them, and ``SCAN … MATCH <project's
+sessions> COUNT 100``. Those are served here on the key layout of ``keys.py``; any other command or key is
+answered with an error naming what is served.
 
 TTLs follow the appliance's working memory, not Redis: a buffer, its metadata, sequences and generations do
 not expire (``TTL`` says -1; ``EXPIRE`` answers 1 for a key that exists and changes nothing: sessions stay until
@@ -31,7 +32,8 @@ from appliance.workmem.resp import OK, Error, Reply, Status
 
 log = logging.getLogger(__name__)
 
-DATA_COMMANDS = ("GET", "SET", "DEL", "INCR", "INCRBY", "EXPIRE", "TTL", "RPUSH", "LRANGE", "LLEN", "HSET", "HGETALL", "SCAN")
+DATA_COMMANDS = ("GET", "SET", "DEL", "INCR", "INCRBY", "EXPIRE", "TTL", "RPUSH", "LRANGE", "LLEN", "HSET", "HGETALL",
+                 "SCAN")
 CONNECTION_COMMANDS = ("PING", "ECHO", "HELLO", "AUTH", "SELECT", "CLIENT", "QUIT")
 SCAN_PAGE = 1000  # keys per SCAN reply (COUNT is a hint, as in Redis; a project's sessions usually fit one)
 WRONGTYPE = Error("WRONGTYPE Operation against a key holding the wrong kind of value")
@@ -100,9 +102,9 @@ class Commands:
         self._table: dict[str, Callable[[Connection, list[bytes]], Reply]] = {
             "PING": self._ping, "ECHO": self._echo, "HELLO": self._hello, "AUTH": self._auth,
             "SELECT": self._select, "CLIENT": self._client, "QUIT": self._quit,
-            "GET": self._get, "SET": self._set, "DEL": self._del, "INCR": self._incr, "INCRBY": self._incrby, "EXPIRE": self._expire,
-            "TTL": self._ttl, "RPUSH": self._rpush, "LRANGE": self._lrange, "LLEN": self._llen, "HSET": self._hset,
-            "HGETALL": self._hgetall, "SCAN": self._scan}
+            "GET": self._get, "SET": self._set, "DEL": self._del, "INCR": self._incr, "INCRBY": self._incrby,
+            "EXPIRE": self._expire, "TTL": self._ttl, "RPUSH": self._rpush, "LRANGE": self._lrange,
+            "LLEN": self._llen, "HSET": self._hset, "HGETALL": self._hgetall, "SCAN": self._scan}
 
     def run(self, conn: Connection, args: list[bytes]) -> Reply:
         name = args[0].decode("utf-8", "replace").upper()

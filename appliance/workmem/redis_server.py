@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from appliance.config import Settings
 from appliance.memory.working import WorkingMemory
 from appliance.workmem.commands import Commands, Connection
-from appliance.workmem.resp import Error, ProtocolError, encode, read_command
+from appliance.workmem.resp import Error, ProtocolError, Reply, encode, read_command
 
 if TYPE_CHECKING:
     from appliance.app import Services
@@ -101,7 +101,9 @@ class RedisListener:
             await self._refuse(reader, writer)
             return
         self._clients.add(writer)
-        self._tasks.add(asyncio.current_task())  # type: ignore[arg-type]  # always inside the handler's task
+        task = asyncio.current_task()  # the handler's own task: stop() waits for it
+        if task is not None:
+            self._tasks.add(task)
         conn = Connection(self._token)
         try:
             while not conn.closing:
@@ -118,7 +120,8 @@ class RedisListener:
             pass  # the client left, mid-command or between commands
         finally:
             self._clients.discard(writer)
-            self._tasks.discard(asyncio.current_task())  # type: ignore[arg-type]
+            if task is not None:
+                self._tasks.discard(task)
             writer.close()
             with contextlib.suppress(ConnectionError, OSError):
                 await writer.wait_closed()
@@ -135,7 +138,7 @@ class RedisListener:
                     pass
         writer.close()
 
-    def _run_command(self, conn: Connection, args: list[bytes]) -> object:
+    def _run_command(self, conn: Connection, args: list[bytes]) -> Reply:
         self._last_command = time.monotonic()
         try:
             return self._commands.run(conn, args)

@@ -11,10 +11,10 @@ import httpx
 import pytest
 import redis
 
+from tests.appliance_process import free_port, serve
 from tests.mcp_api.clients import call
 from tests.mcp_api.clients import in_http_session as mcp
 from tests.workmem.conftest import PROJECT, TOKEN, Appliance, run_sidecar_buffer, sidecar_env
-from tests.appliance_process import free_port, serve
 
 DAY = "20260102"
 
