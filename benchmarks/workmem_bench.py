@@ -38,7 +38,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.appliance_process import Running, free_port, serve  # noqa: E402
+from tests.appliance_process import free_port, serve
 
 PROJECT = "CognitiveMemory"
 MESSAGE = json.dumps({"role": "user", "content": "I take my espresso without sugar, and tea at four.",
@@ -95,7 +95,7 @@ def sdk_python() -> str | None:
         from tests.kumiho_sdk_env import sdk_python as find  # type: ignore[import-not-found,unused-ignore]
 
         return str(find())
-    except Exception:  # noqa: BLE001  # the bench reports what it could not measure instead of failing
+    except Exception:  # the bench reports what it could not measure instead of failing
         path = os.environ.get("KUMIHO_SDK_PYTHON") or "/work/kvenv/bin/python"
         return path if Path(path).exists() else None
 
