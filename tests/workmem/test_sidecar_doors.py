@@ -102,6 +102,10 @@ def test_with_the_token_required_both_doors_need_the_token_and_work_with_it(tmp_
             with pytest.raises(redis.AuthenticationError):
                 client.ping()
             client.close()
+        for protocol in (2, 3):  # AUTH <token> (RESP2), HELLO 3 AUTH default <token> (RESP3)
+            client = redis.Redis(host="127.0.0.1", port=port, password=TOKEN, protocol=protocol)
+            assert client.ping() is True
+            client.close()
         for door in ("redis", "proxy"):
             kept, cleared = f"personal:user-t{door}:{DAY}:001", f"gone-t{door}"
             result = run_sidecar_buffer(door_env(appliance, door, tmp_path / door, TOKEN), PROJECT, kept, cleared,
