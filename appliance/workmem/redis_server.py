@@ -33,15 +33,17 @@ log = logging.getLogger(__name__)
 HOST = "127.0.0.1"
 MAX_CONNECTIONS = 256  # a sidecar's pool holds a few; each connection costs a task and two small buffers
 LINE_LIMIT = 64 * 1024  # the StreamReader's buffer bound for a header line (resp bounds the rest)
+COMMAND_SECONDS = 30.0  # a command whose first byte arrived must be whole by then (idle connections may wait)
 REFUSAL_DRAIN_SECONDS = 1.0  # how long a refused client may still send before its connection is closed
 ACTIVE_SECONDS = 2.0  # a command this recent keeps an appliance that may idle out alive (polled once a second)
 
 
 class RedisListener:
     def __init__(self, working: WorkingMemory, sock: socket.socket, token: str | None,
-                 max_connections: int = MAX_CONNECTIONS) -> None:
+                 max_connections: int = MAX_CONNECTIONS, command_seconds: float = COMMAND_SECONDS) -> None:
         self._commands = Commands(working)
         self._max_connections = max_connections
+        self._command_seconds = command_seconds
         self._sock = sock
         self._token = token.encode() if token is not None else None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -108,7 +110,7 @@ class RedisListener:
         try:
             while not conn.closing:
                 try:
-                    args = await read_command(reader)
+                    args = await read_command(reader, self._command_seconds)
                 except ProtocolError as exc:
                     writer.write(encode(Error(f"ERR {exc}"), conn.protocol))
                     await writer.drain()

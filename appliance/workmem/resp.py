@@ -35,7 +35,8 @@ Reply = int | str | bytes | None | list["Reply"] | dict[str, "Reply"] | Status |
 
 
 async def _header(reader: asyncio.StreamReader, marker: bytes, what: str) -> int:
-    line = await reader.readuntil(b"\r\n") if marker != b"*" else await _first_line(reader)
+    line = await reader.readuntil(b"\r\n")
+    line = b"*" + line if marker == b"*" else line  # the command's '*' was read by read_command
     if len(line) > MAX_HEADER_BYTES or line[:1] != marker:
         raise ProtocolError(f"Protocol error: expected '{marker.decode()}' ({what}); send commands as RESP "
                             "arrays of bulk strings")
@@ -45,17 +46,22 @@ async def _header(reader: asyncio.StreamReader, marker: bytes, what: str) -> int
         raise ProtocolError(f"Protocol error: invalid {what}") from None
 
 
-async def _first_line(reader: asyncio.StreamReader) -> bytes:
+async def read_command(reader: asyncio.StreamReader, within: float | None = None) -> list[bytes]:
+    """One command's arguments; once its first byte is in, the rest must follow ``within`` seconds (an idle
+    connection may wait forever, a half-sent command may not hold it). Raises ProtocolError on malformed,
+    oversized or stalled input, and ``asyncio.IncompleteReadError`` when the client closes (mid-command too)."""
     first = await reader.readexactly(1)  # IncompleteReadError with nothing read: the client left
     if first != b"*":
         raise ProtocolError("Protocol error: expected '*'; send commands as RESP arrays of bulk strings (inline "
                             "commands are not served)")
-    return first + await reader.readuntil(b"\r\n")
+    try:
+        async with asyncio.timeout(within):
+            return await _rest_of_command(reader)
+    except TimeoutError:
+        raise ProtocolError(f"Protocol error: a command must arrive whole within {within:g} s") from None
 
 
-async def read_command(reader: asyncio.StreamReader) -> list[bytes]:
-    """One command's arguments. Raises ProtocolError on malformed or oversized input, and
-    ``asyncio.IncompleteReadError`` when the client closes (mid-command too)."""
+async def _rest_of_command(reader: asyncio.StreamReader) -> list[bytes]:
     try:
         count = await _header(reader, b"*", "multibulk length")
         if count < 1 or count > MAX_ARGUMENTS:

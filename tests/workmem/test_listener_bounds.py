@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -103,3 +104,23 @@ def test_a_taken_port_is_a_warning_not_a_failure(caplog: pytest.LogCaptureFixtur
     with socket.create_server(("127.0.0.1", 0)) as taken:
         assert redis_server.bind(taken.getsockname()[1]) is None
     assert "redis_port" in caplog.text and "KUMIHO_CE_KUMIHO__REDIS_PORT" in caplog.text
+
+
+def test_a_half_sent_command_does_not_hold_its_connection(working: WorkingMemory) -> None:
+    sock = redis_server.bind(free_port())
+    assert sock is not None
+    listener = redis_server.RedisListener(working, sock, None, command_seconds=0.2)
+    listener.start()
+    try:
+        with socket.create_connection(("127.0.0.1", listener.port), timeout=10) as raw:
+            raw.sendall(b"*1\r\n$4\r\nPI")  # and nothing more
+            answer = b""
+            while chunk := raw.recv(200):
+                answer += chunk
+        assert answer == b"-ERR Protocol error: a command must arrive whole within 0.2 s\r\n"
+        with socket.create_connection(("127.0.0.1", listener.port), timeout=10) as idle:
+            time.sleep(0.4)  # idle longer than a command may take
+            idle.sendall(b"*1\r\n$4\r\nPING\r\n")
+            assert idle.recv(100) == b"+PONG\r\n"  # an idle connection between commands is not timed out
+    finally:
+        listener.stop()
