@@ -146,6 +146,11 @@ bench-bounds: install
 bench-kumiho-rest: install
 	$(BIN)/python benchmarks/kumiho_rest_bench.py
 
+# working memory for Kumiho's sidecar: append/read p50/p95 through the Redis listener, the memory proxy and (when
+# installed) Debian's redis-server, client and sidecar layers, with memory footprints (JSON)
+bench-workmem: install
+	$(BIN)/python benchmarks/workmem_bench.py
+
 # the Memory API's store, get, list, recall, count and export over real HTTP at 3,000 entries (JSON)
 bench-memory-api: install
 	$(BIN)/python benchmarks/memory_api_bench.py

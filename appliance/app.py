@@ -31,6 +31,7 @@ from appliance.admin_api.hygiene import HygieneController
 from appliance.admin_api.jobs import JobsController, MovedJobsController
 from appliance.admin_api.kumiho_rest import KumihoRestController
 from appliance.admin_api.memories import MemoriesController
+from appliance.admin_api.memory_proxy import MemoryProxyController
 from appliance.admin_api.openapi import document_problems
 from appliance.admin_api.portability import PortabilityController
 from appliance.admin_api.search import SearchController
@@ -286,7 +287,8 @@ def build_app(services: Services) -> ApplianceApp:
     litestar = Litestar(
         route_handlers=[AuditController, HealthController, SearchController, JobsController, mcp_endpoint,
                         KumihoRestController, EventsController, ConsoleController, MovedJobsController, ui_router(),
-                        HygieneController, PortabilityController, BackupsController, MemoriesController],
+                        HygieneController, PortabilityController, BackupsController, MemoriesController,
+                        MemoryProxyController],
         lifespan=[run_mcp],
         middleware=[caller_middleware],  # who is calling: the audit trail and the read-only guard read it
         state=State({"services": services, "health": health}),
