@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import re
 import threading
 import time
 import uuid
@@ -33,6 +34,7 @@ from litestar.handlers.base import BaseRouteHandler
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.openapi.spec import OpenAPI, OpenAPIMediaType, OpenAPIResponse, Operation, Reference, Schema
 from litestar.openapi.spec.enums import OpenAPIType
+from litestar.params import JSONBody
 from litestar.types import ExceptionHandlersMap
 
 from appliance.admin_api.openai_calls import chat_call, check_grammar, local_model, run_chat
@@ -73,6 +75,7 @@ INSTALL_HINT = ("the OpenAI-compatible chat route needs the appliance's chat mod
                 "and set [inference] chat_model = \"default\" (or \"gguf\" with model_path), then restart")
 STARTED = int(time.time())  # a model card's `created`: when this appliance started serving it
 T = TypeVar("T")
+_SHAPE_TAG = re.compile(r"(constrained-)?str|.*\[.*\]")  # pydantic's name of a union member in an error's path
 
 
 class OpenAIError(Exception):
@@ -129,10 +132,14 @@ def openai_error(request: Request[Any, Any, Any], exc: Exception) -> Response[Er
 
 
 def _validation(exc: ValidationException) -> OpenAIError:
-    first = exc.extra[0] if isinstance(exc.extra, list) and exc.extra else None
-    if not isinstance(first, dict) or not first.get("key"):
+    errors = [e for e in exc.extra if isinstance(e, dict) and e.get("key")] if isinstance(exc.extra, list) else []
+    if not errors:
         return OpenAIError(400, "the request body is not valid JSON of the documented shape (see /api/schema)")
-    param = str(first["key"])
+    # a field of several shapes (a text or a list of texts) fails once per shape: the error about the value
+    # beats the one about the shape it did not take
+    first = next((e for e in errors if not str(e.get("message", "")).startswith("Input should be a valid")),
+                 errors[0])
+    param = ".".join(part for part in str(first["key"]).split(".") if not _SHAPE_TAG.fullmatch(part))
     message = str(first.get("message") or "is not valid").rstrip(".")
     if message.startswith("Extra inputs are not permitted"):
         message = "unsupported parameter; the appliance does not take it: leave it out (see docs/openai-api.md)"
@@ -181,7 +188,7 @@ class OpenAIController(Controller):
           "JSON under a schema (grammar-constrained)", status_code=200,
           responses={status: _ERRORS[status] for status in (400, 404, 429, 503, 504)})
     async def chat_completions(self, request: Request[Any, Any, Any], state: State,
-                               data: ChatCompletionRequest) -> ChatCompletion:
+                               data: JSONBody[ChatCompletionRequest]) -> ChatCompletion:
         services = state.services
         call = chat_call(data)
         model = local_model(services.model)
@@ -200,7 +207,7 @@ class OpenAIController(Controller):
 
     @post("/embeddings", summary="Embeddings from the appliance's embedding model (OpenAI's shape)", status_code=200,
           sync_to_thread=True, responses={status: _ERRORS[status] for status in (400, 404)})
-    def embeddings(self, state: State, data: EmbeddingRequest) -> EmbeddingList:
+    def embeddings(self, state: State, data: JSONBody[EmbeddingRequest]) -> EmbeddingList:
         embedder = state.services.search.embedder
         texts = [data.input] if isinstance(data.input, str) else data.input
         if not texts:
