@@ -23,7 +23,6 @@ from typing import Any
 from appliance.admin_api.openai_shapes import (
     MAX_SCHEMA_BYTES,
     MAX_SCHEMA_DEPTH,
-    MAX_STOP,
     MAX_TOTAL_CHARS,
     ChatCompletionRequest,
     ChatMessage,
@@ -59,8 +58,6 @@ def chat_call(request: ChatCompletionRequest) -> ChatCall:
         raise InvalidArgument("max_tokens and max_completion_tokens differ; send one of them",
                               field="max_completion_tokens")
     stop = [request.stop] if isinstance(request.stop, str) else list(request.stop or [])
-    if len(stop) > MAX_STOP:
-        raise InvalidArgument(f"at most {MAX_STOP} stop strings", field="stop")
     schema, strict = _answer_format(request)
     if stop and schema is not None:
         raise InvalidArgument("stop strings apply to text answers only; leave stop out with a JSON "

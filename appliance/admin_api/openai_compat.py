@@ -125,6 +125,8 @@ def openai_error(request: Request[Any, Any, Any], exc: Exception) -> Response[Er
         return _answer(OpenAIError(400, exc.message, param=exc.field, code="invalid_value"))
     if isinstance(exc, ValidationException):
         return _answer(_validation(exc))
+    if isinstance(exc, RecursionError):  # the JSON decoder's own limit (about 1,000 levels): the body's fault
+        return _answer(OpenAIError(400, "the request body nests too deeply; send a flatter JSON body"))
     if isinstance(exc, HTTPException) and exc.status_code < 500:
         return _answer(OpenAIError(exc.status_code, str(exc.detail), headers=exc.headers))
     log.error("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
@@ -149,7 +151,7 @@ def _validation(exc: ValidationException) -> OpenAIError:
 
 # every class the app maps itself (appliance/admin_api/errors.py): Litestar picks the most specific class
 _HANDLERS: ExceptionHandlersMap = {cls: openai_error for cls in (KumihoError, ValidationException, HTTPException,
-                                                                 Exception)}
+                                                                 RecursionError, Exception)}
 
 
 def _enabled(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:

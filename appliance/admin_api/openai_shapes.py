@@ -78,8 +78,8 @@ class ChatCompletionRequest(_Body):
     top_p: float | None = Field(None, ge=0.0, le=1.0, description="absent: 0.95 (applies when temperature > 0)")
     seed: int | None = Field(None, ge=-SEED_RANGE, lt=SEED_RANGE, description="sampling seed (when temperature > "
                              "0); absent: the appliance's fixed seed")
-    stop: Annotated[str, Field(min_length=1, max_length=MAX_STOP_CHARS)] | list[
-        Annotated[str, Field(min_length=1, max_length=MAX_STOP_CHARS)]] | None = Field(
+    stop: Annotated[str, Field(min_length=1, max_length=MAX_STOP_CHARS)] | Annotated[list[
+        Annotated[str, Field(min_length=1, max_length=MAX_STOP_CHARS)]], Field(max_length=MAX_STOP)] | None = Field(
         None, description=f"up to {MAX_STOP} strings; the text answer ends before the first (text answers only)")
     response_format: ResponseFormat | None = None
     stream: bool | None = Field(None, description="false or absent; streaming is not offered")

@@ -147,3 +147,13 @@ def test_the_routes_answer_404_when_turned_off(tmp_path: Path) -> None:
             body = off.value.body
             assert isinstance(body, dict) and body["code"] == "openai_api_off" and "openai_api = true" in body[
                 "message"], body
+
+
+def test_a_body_nested_too_deeply_is_refused_not_a_fault(tiny_app: InProcess) -> None:
+    for body in ('{"model": "m", "messages": ' + "[" * 5000 + "]" * 5000 + "}",
+                 '{"model": "m", "messages": [{"role": "user", "content": "x"}], "response_format": {"type": '
+                 '"json_schema", "json_schema": {"name": "a", "schema": ' + '{"a":' * 900 + "{}" + "}" * 900 + "}}}"):
+        answer = httpx.post(tiny_app.base_url + "/v1/chat/completions", content=body.encode(),
+                            headers={"content-type": "application/json"}, timeout=60)
+        assert answer.status_code == 400, answer.text
+        assert "deep" in answer.json()["error"]["message"], answer.text
