@@ -59,7 +59,7 @@ class JsonSchemaFormat(_Body):
                     "from it. Bound strings and arrays (maxLength, maxItems): a small model may otherwise run "
                     "to the token limit")
     strict: bool | None = Field(None, description="true: an answer the grammar let through that still breaks the "
-                                                  "schema (a numeric bound, a pattern) is an error instead")
+                                                  "schema (a numeric bound, uniqueItems) is an error instead")
 
 
 class ResponseFormat(_Body):
@@ -80,7 +80,8 @@ class ChatCompletionRequest(_Body):
                              "0); absent: the appliance's fixed seed")
     stop: Annotated[str, Field(min_length=1, max_length=MAX_STOP_CHARS)] | Annotated[list[
         Annotated[str, Field(min_length=1, max_length=MAX_STOP_CHARS)]], Field(max_length=MAX_STOP)] | None = Field(
-        None, description=f"up to {MAX_STOP} strings; the text answer ends before the first (text answers only)")
+        None, description=f"up to {MAX_STOP} strings of 1..{MAX_STOP_CHARS} characters; the text answer ends before "
+                          "the first (text answers only)")
     response_format: ResponseFormat | None = None
     stream: bool | None = Field(None, description="false or absent; streaming is not offered")
     n: int | None = Field(None, ge=1, le=1, description="1 or absent: one choice per request")
