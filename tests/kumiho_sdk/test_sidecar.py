@@ -181,9 +181,13 @@ def test_the_stock_sidecar_consolidates_with_the_appliances_model(appliance: App
 
     async def steps() -> dict[str, Any]:
         async with sidecar(appliance, home) as session:
-            ingest = await tool(session, "kumiho_memory_ingest", user_id="bob", message="Deploys are on Fridays.")
+            ingest = await tool(session, "kumiho_memory_ingest", user_id="bob",
+                                message="We move the staging cluster from Frankfurt to Dublin on Tuesday.")
             sid = ingest["session_id"]
-            await tool(session, "kumiho_memory_add_response", session_id=sid, response="Fridays, noted.")
+            await tool(session, "kumiho_memory_add_response", session_id=sid,
+                       response="Noted. Anything to do before the move?")
+            await tool(session, "kumiho_memory_ingest", user_id="bob", session_id=sid,
+                       message="Priya renews the TLS certificates first; they expire on Friday.")
             return await tool(session, "kumiho_memory_consolidate", session_id=sid)
 
     calls_before = appliance.rest("/api/v1/model")["chat"].get("calls", 0)
