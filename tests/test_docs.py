@@ -52,8 +52,13 @@ def test_the_agent_host_guide_has_the_configurations() -> None:
     guide = (ROOT / "docs" / "agent-hosts.md").read_text()
     for needle in ('"command": "kumiho-ce"', '"args": ["mcp"]', "http://127.0.0.1:9190/mcp", "[[mcp.servers]]",
                    'name = "kumiho-memory"', 'mode = "local_ce"', 'api_url = "http://127.0.0.1:9190"',
-                   "mcp_path", 'backend = "kumiho"', "exec kumiho-ce mcp", "KUMIHO_MEMORY_RETRIEVAL_LIMIT"):
+                   "mcp_path", 'backend = "kumiho"', "kumiho-ce revka-launcher", "KUMIHO_MEMORY_RETRIEVAL_LIMIT"):
         assert needle in guide, needle
+    assert "#!/bin/sh" not in guide  # Revka runs mcp_path with python3: the launcher must be Python
+    revka = (ROOT / "docs" / "revka-local-ce.md").read_text()
+    for needle in ("KUMIHO_LOCAL_SERVER_ENDPOINT", "~/.revka/kumiho/run_kumiho_mcp.py", "KUMIHO_UPSTASH_REDIS_URL",
+                   "/api/v1", "python3 <mcp_path>", "kumiho-ce revka-launcher", "kumiho-ce doctor"):
+        assert needle in revka, needle
     readme = (ROOT / "README.md").read_text()
     assert "docs/agent-hosts.md" in readme and "docs/mcp-tools.md" in readme and "kumiho-ce mcp" in readme
 
