@@ -36,12 +36,13 @@ def add_parser(commands: Any) -> None:
 
 def this_installation() -> list[str]:
     """The command that runs *this* kumiho-ce: the console script next to the interpreter (a venv's
-    ``bin/kumiho-ce``), else the interpreter with ``-m appliance``. Absolute, so Revka's ``PATH`` is irrelevant."""
+    ``bin/kumiho-ce``), else the interpreter with ``-m appliance`` (``-P``: not from whatever directory Revka
+    starts it in). Absolute, so Revka's ``PATH`` is irrelevant."""
     interpreter = Path(sys.executable)
     script = interpreter.with_name("kumiho-ce")
     if script.is_file() and os.access(script, os.X_OK):
         return [str(script)]
-    return [str(interpreter), "-m", "appliance"]
+    return [str(interpreter), "-P", "-m", "appliance"]
 
 
 def mcp_command(config: str | None, data_dir: str | None) -> list[str]:

@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import stat
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -164,3 +165,18 @@ def test_the_operators_stock_sidecar_from_the_hard_coded_path_works_against_kumi
     assert not listed.isError, listed.content
     projects = json.loads(listed.content[0].text)["projects"]  # type: ignore[union-attr]
     assert "RevkaStock" in {p["name"] for p in projects}
+
+
+def test_the_launcher_names_this_installation_by_absolute_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from appliance import cli_revka
+
+    bin_dir = tmp_path / "venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    monkeypatch.setattr(sys, "executable", str(bin_dir / "python"))
+    assert cli_revka.this_installation() == [str(bin_dir / "python"), "-P", "-m", "appliance"]  # no console script
+    (bin_dir / "kumiho-ce").write_text("#!/bin/sh\n")
+    (bin_dir / "kumiho-ce").chmod(0o755)
+    assert cli_revka.this_installation() == [str(bin_dir / "kumiho-ce")]
+    command = cli_revka.mcp_command(None, "relative/data")
+    assert command == [str(bin_dir / "kumiho-ce"), "--data-dir", str(Path.cwd() / "relative" / "data"), "mcp"]
+    compile(cli_revka.launcher_text([*command[:-1], "it's \"quoted\"\n", "mcp"]), "launcher", "exec")
