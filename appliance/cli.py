@@ -119,6 +119,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         configured_token(settings)  # an unusable api_token stops the start before anything is loaded
 
     from appliance.app import build_app, open_services
+    from appliance.grpc_api.server import GrpcServer
     from appliance.server import front, runner
 
     try:
@@ -135,13 +136,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
             log.warning("%s: every request but /api/_live needs the bearer token from %s", why, source)
         host, port = sock.getsockname()[:2]
         services.data_dir.write_runtime(host, port)
-        idle_exit = None
-        if args.exit_when_idle:  # started by a shim: nobody stops it but this
-            idle_exit = (IdleWatch(busy=services.jobs.busy), args.exit_when_idle)
+        grpc = GrpcServer(services, on_call=lambda: watch.touch(), turned_off=not settings.kumiho.grpc)
+        watch = IdleWatch(busy=lambda: services.jobs.busy() or bool(grpc.in_flight))
+        idle_exit = (watch, args.exit_when_idle) if args.exit_when_idle else None  # a shim's: nobody else stops it
         try:
+            grpc_target = grpc.start(services.data_dir.root / "grpc.sock")
             return runner.run(app, sock, settings.http, "debug" if args.debug else settings.log_level,
-                              idle_exit=idle_exit, on_shutdown=services.feed.close)
+                              grpc_target=grpc_target, idle_exit=idle_exit, on_shutdown=services.feed.close)
         finally:
+            grpc.stop()
             services.data_dir.clear_runtime()
 
 

@@ -205,6 +205,9 @@ class KumihoSettings(_Section):
     mode: Literal["local_ce"] = Field("local_ce", description="the seed's [kumiho].mode; this appliance is a local CE")
     default_project: str = Field("CognitiveMemory", description="project of the memory tools and of short krefs")
     memory_retrieval_limit: int = Field(3, ge=1, le=100, description="operator tools' limit cap")
+    grpc: bool = Field(True, description="serve Kumiho's own wire protocol (gRPC kumiho.KumihoService, plaintext "
+                       "HTTP/2) on the HTTP port, for the unmodified Kumiho SDK and its stock MCP sidecar; off, "
+                       "every gRPC call is answered UNIMPLEMENTED saying so")
 
 
 class InferenceSettings(_Section):

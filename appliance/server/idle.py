@@ -1,8 +1,8 @@
 """Idle detection for an appliance that ``kumiho-ce mcp`` started in the background.
 
 Such an appliance has no owner once the agent hosts that spawned the shims are gone, so it exits after a
-quiet spell (``serve --exit-when-idle SECONDS``). Quiet means no HTTP request in flight, none finished for
-that long, and no job queued or running. An idle keep-alive connection is not activity: a shim keeps its
+quiet spell (``serve --exit-when-idle SECONDS``). Quiet means no HTTP request or gRPC call in flight, none
+finished for that long, and no job queued or running. An idle keep-alive connection is not activity: a shim keeps its
 connection open for as long as it lives, active or not. An appliance started by hand or by systemd gets no
 watch and never idles out.
 """
@@ -37,6 +37,10 @@ class IdleWatch:
                 self._last_activity = self._clock()
 
         return counted
+
+    def touch(self) -> None:
+        """Count activity seen outside HTTP (a gRPC call starting or ending; any thread: one float store)."""
+        self._last_activity = self._clock()
 
     def idle_seconds(self) -> float:
         """How long nothing has happened; 0 while a request or a job is under way."""
