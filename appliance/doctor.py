@@ -177,8 +177,8 @@ def _check_index(data_dir: DataDir) -> Check:
 def _running_address(settings: Settings, data_dir: DataDir) -> tuple[str, int]:
     """Where the owner of the data directory listens (``server.json``, else the configuration)."""
     runtime = data_dir.live_runtime() or {}
-    host = str(runtime.get("host", settings.host))
-    return "127.0.0.1" if host in ("0.0.0.0", "::") else host, int(runtime.get("port", settings.port))
+    host, port = str(runtime.get("host", settings.host)), runtime.get("port")
+    return "127.0.0.1" if host in ("0.0.0.0", "::") else host, port if isinstance(port, int) else settings.port
 
 
 def _check_doors(settings: Settings, data_dir: DataDir) -> list[Check]:

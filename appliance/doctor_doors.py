@@ -49,7 +49,7 @@ def _check_http(host: str, port: int) -> Check:
 
 def _check_grpc(settings: Settings, host: str, port: int, token: str | None) -> Check:
     """One real ``kumiho.KumihoService/GetProjects`` call over plaintext HTTP/2 on the HTTP port."""
-    if not getattr(settings.kumiho, "grpc", True):
+    if not settings.kumiho.grpc:
         return Check("grpc", "warn", f"off ([kumiho] grpc = false): {WHO_NEEDS_GRPC} cannot use this appliance")
     import grpc
 

@@ -162,7 +162,7 @@ def test_the_operators_stock_sidecar_from_the_hard_coded_path_works_against_kumi
         seen = anyio.run(steps)
     assert {"kumiho_list_projects", "kumiho_memory_engage", "kumiho_memory_reflect"} <= seen["tools"]
     listed = seen["listed"]
-    assert not listed.isError, listed.content
+    assert not listed.is_error, listed.content
     projects = json.loads(listed.content[0].text)["projects"]  # type: ignore[union-attr]
     assert "RevkaStock" in {p["name"] for p in projects}
 
