@@ -86,35 +86,51 @@ def _grpc_refusal(target: str, code: Any, details: str | None) -> Check:
 
 
 def _check_redis(settings: Settings, token: str | None) -> Check:
-    """``PING`` on the working-memory listener (always loopback). A bare reply line is all it reads."""
-    port = int(getattr(settings.kumiho, "redis_port", 6379))
+    """``PING`` on the working-memory listener (always loopback), after ``AUTH`` with the appliance's token when
+    doctor can read it (required there when the appliance requires its token). Reply lines are all it reads."""
+    port = int(getattr(settings.kumiho, "redis_port", 6379))  # the setting comes with the Redis listener
     if port == 0:
         return Check("redis", "ok", "off ([kumiho] redis_port = 0): the stock Kumiho sidecar then needs "
                      "KUMIHO_MEMORY_PROXY_URL (POST /api/memory/redis) for its working memory")
     where = f"127.0.0.1:{port}"
+    auth = _resp("AUTH", token) if token else b""
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as conn:
-            conn.sendall(b"*1\r\n$4\r\nPING\r\n")
-            reply = conn.makefile("rb").readline(512)
+            conn.sendall(auth + _resp("PING"))
+            replies = conn.makefile("rb")
+            authed = replies.readline(512) if auth else b"+OK"
+            reply = replies.readline(512)
     except OSError as exc:
         return Check("redis", "warn", f"nothing answers on {where} ({exc.strerror or exc}): the stock Kumiho "
-                     "sidecar's working memory (KUMIHO_UPSTASH_REDIS_URL) will fail; see the appliance log")
+                     "sidecar's working memory (KUMIHO_UPSTASH_REDIS_URL) will fail; is the port taken by another "
+                     "program (the appliance log says so)?")
     if reply.startswith(b"+PONG"):
         return Check("redis", "ok", f"working memory answers PING on {where}")
-    if reply.startswith(b"-NOAUTH"):
-        return Check("redis", "ok", f"working memory on {where} asks for the token (AUTH) first")
+    if reply.startswith(b"-NOAUTH") or authed.startswith(b"-WRONGPASS"):
+        what = "refused doctor's token" if token else "asks for the appliance's token, which doctor cannot read"
+        return Check("redis", "fail", f"working memory on {where} {what}; run doctor as the user who owns the data "
+                     "directory, or set api_token")
     return Check("redis", "warn", f"{where} answered PING with {reply[:60]!r}: another program holds the port? "
                  "Set [kumiho] redis_port to a free one")
 
 
+def _resp(*parts: str) -> bytes:
+    """One command in the Redis protocol's request form (an array of bulk strings)."""
+    encoded = [part.encode() for part in parts]
+    return b"*%d\r\n" % len(encoded) + b"".join(b"$%d\r\n%s\r\n" % (len(p), p) for p in encoded)
+
+
 def _check_openai(settings: Settings, host: str, port: int, token: str | None) -> Check:
-    if not getattr(settings.inference, "openai_api", True):
+    if not getattr(settings.inference, "openai_api", True):  # the setting comes with the /v1 endpoint
         return Check("openai", "ok", "off ([inference] openai_api = false): the stock sidecar's LLM features need "
                      "another KUMIHO_LLM_BASE_URL")
     url = _url(host, port, "/v1/models")
     try:
         body = _get(url, token)
     except urllib.error.HTTPError as exc:
+        if exc.code in (401, 403):
+            return Check("openai", "fail", f"{url} refused doctor's token ({exc.code}); run doctor as the user who "
+                         "owns the data directory, or set api_token")
         return Check("openai", "warn", f"{url} answers {exc.code}: the OpenAI-compatible API is not served")
     except (OSError, ValueError) as exc:
         return Check("openai", "warn", f"{url} does not answer ({exc})")

@@ -35,14 +35,16 @@ def test_doctor_goes_through_every_door_of_the_running_appliance(tmp_path: Path)
     assert "answers 404" not in checks["openai"]["detail"]
 
 
-def test_doctor_names_a_token_the_grpc_door_refuses(tmp_path: Path) -> None:
-    env = {"KUMIHO_CE_REQUIRE_TOKEN": "true", "KUMIHO_CE_KUMIHO__REDIS_PORT": "0"}
+def test_doctor_names_a_token_the_doors_refuse(tmp_path: Path) -> None:
+    env = {"KUMIHO_CE_REQUIRE_TOKEN": "true", "KUMIHO_CE_KUMIHO__REDIS_PORT": str(free_port())}
     with serve(tmp_path / "data", **env) as app:
         right = doctor(app.data_dir, **env)  # doctor reads <data dir>/token, as the owner may
         wrong = doctor(app.data_dir, **env, KUMIHO_CE_API_TOKEN="w" * 40)
     assert right["grpc"]["status"] == "ok", right["grpc"]
+    assert right["redis"]["status"] == "ok", right["redis"]
     assert wrong["http"]["status"] == "ok"  # the live probe needs no token
     assert wrong["grpc"]["status"] == "fail" and "refused doctor's token (UNAUTHENTICATED" in wrong["grpc"]["detail"]
+    assert wrong["redis"]["status"] == "fail" and "refused doctor's token" in wrong["redis"]["detail"]
     assert "w" * 40 not in json.dumps(wrong)
 
 
