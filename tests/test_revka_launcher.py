@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import stat
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -180,3 +181,13 @@ def test_the_launcher_names_this_installation_by_absolute_path(tmp_path: Path, m
     command = cli_revka.mcp_command(None, "relative/data")
     assert command == [str(bin_dir / "kumiho-ce"), "--data-dir", str(Path.cwd() / "relative" / "data"), "mcp"]
     compile(cli_revka.launcher_text([*command[:-1], "it's \"quoted\"\n", "mcp"]), "launcher", "exec")
+
+
+def test_a_launcher_whose_kumiho_ce_is_gone_says_how_to_write_it_again(tmp_path: Path) -> None:
+    from appliance import cli_revka
+
+    script = tmp_path / "kumiho_ce_mcp.py"
+    script.write_text(cli_revka.launcher_text([str(tmp_path / "moved" / "kumiho-ce"), "mcp"]))
+    result = subprocess.run([PYTHON3, str(script)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 127 and result.stdout == ""  # stdout belongs to the MCP protocol
+    assert "cannot start" in result.stderr and "kumiho-ce revka-launcher --force" in result.stderr
