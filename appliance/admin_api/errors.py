@@ -116,6 +116,12 @@ def http_error(request: Request[Any, Any, Any], exc: HTTPException) -> Response[
     return problem_response(request, status, code, detail, headers=exc.headers)
 
 
+def too_deep(request: Request[Any, Any, Any], exc: RecursionError) -> Response[dict[str, Any]]:
+    """The JSON decoder's own nesting limit (about 1,000 levels): the body's fault, not the appliance's."""
+    return problem_response(request, 400, "invalid_argument", "the request body nests too deeply; send a flatter "
+                            "JSON body (see /api/schema for each route's shape)")
+
+
 def unexpected_error(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
     log.error("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
     return problem_response(request, HTTP_500_INTERNAL_SERVER_ERROR, "internal",
@@ -133,4 +139,4 @@ def schema_page_not_found(response: Response[Any]) -> Response[Any]:
 
 
 HANDLERS = {KumihoError: kumiho_error, ValidationException: validation_error, HTTPException: http_error,
-            Exception: unexpected_error}
+            RecursionError: too_deep, Exception: unexpected_error}

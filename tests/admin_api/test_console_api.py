@@ -473,3 +473,12 @@ def test_stats_count_an_item_without_revisions_under_no_memory_type(console: Con
     stats = console.get("/api/v1/stats")
     assert [(t["memory_type"], t["items"]) for t in stats["memory_types"] if t["project"] == "Bare"] == [("", 1)]
     assert next(p for p in stats["projects"] if p["project"] == "Bare")["revisions"] == 0
+
+
+@pytest.mark.parametrize("path", ["/api/v1/memories", "/api/v1/hygiene", "/api/v1/projects"])
+def test_a_body_nested_too_deeply_is_refused_not_a_server_error(console: Console, path: str) -> None:
+    body = "[" * 5000 + "]" * 5000
+    response = console.http.post(path, content=body, headers={"content-type": "application/json",
+                                                                "authorization": f"Bearer {SECRET_TOKEN}"})
+    assert response.status_code == 400, response.text
+    assert "nests too deeply" in problem(response)["detail"]
