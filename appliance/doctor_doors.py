@@ -88,7 +88,7 @@ def _grpc_refusal(target: str, code: Any, details: str | None) -> Check:
 def _check_redis(settings: Settings, token: str | None) -> Check:
     """``PING`` on the working-memory listener (always loopback), after ``AUTH`` with the appliance's token when
     doctor can read it (required there when the appliance requires its token). Reply lines are all it reads."""
-    port = int(getattr(settings.kumiho, "redis_port", 6379))  # the setting comes with the Redis listener
+    port = settings.kumiho.redis_port
     if port == 0:
         return Check("redis", "ok", "off ([kumiho] redis_port = 0): the stock Kumiho sidecar then needs "
                      "KUMIHO_MEMORY_PROXY_URL (POST /api/memory/redis) for its working memory")
@@ -121,7 +121,7 @@ def _resp(*parts: str) -> bytes:
 
 
 def _check_openai(settings: Settings, host: str, port: int, token: str | None) -> Check:
-    if not getattr(settings.inference, "openai_api", True):  # the setting comes with the /v1 endpoint
+    if not settings.inference.openai_api:
         return Check("openai", "ok", "off ([inference] openai_api = false): the stock sidecar's LLM features need "
                      "another KUMIHO_LLM_BASE_URL")
     url = _url(host, port, "/v1/models")
