@@ -47,6 +47,9 @@ _OPTIONS = [
     ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
     ("grpc.http2.max_ping_strikes", 0),
     ("grpc.so_reuseport", 0),
+    # a connection that sends the HTTP/2 preface but never its SETTINGS is closed as an HTTP one that never sends
+    # its request line is (the front's first-byte timeout), not after grpcio's default minute
+    ("grpc.http2.settings_timeout", 10_000),
 ]
 
 
