@@ -5,7 +5,7 @@ responses for a streaming method); methods in no table answer UNIMPLEMENTED."""
 
 from __future__ import annotations
 
-from appliance.grpc_api.rpcs import projects
+from appliance.grpc_api.rpcs import attributes, deprecation, events, items, projects, search, spaces
 from appliance.grpc_api.server import Rpc
 
 
@@ -19,4 +19,5 @@ def _gather(*tables: dict[str, Rpc]) -> dict[str, Rpc]:
     return gathered
 
 
-RPCS: dict[str, Rpc] = _gather(projects.RPCS)
+RPCS: dict[str, Rpc] = _gather(projects.RPCS, spaces.RPCS, items.RPCS, search.RPCS, attributes.RPCS,
+                               deprecation.RPCS, events.RPCS)
