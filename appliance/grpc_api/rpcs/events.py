@@ -46,7 +46,7 @@ class _Waker:
         self.changed = threading.Condition()
         self.generation = 0
 
-    def __call__(self, events: list[dict[str, Any]]) -> None:
+    def __call__(self, events: list[dict[str, Any]] | None = None) -> None:
         with self.changed:
             self.generation += 1
             self.changed.notify_all()
@@ -81,6 +81,7 @@ def event_stream(call: RpcCall, request: Any) -> Iterator[Message]:
         _open += 1
     try:
         waker = _waker(graph)
+        call.on_done(waker)  # a cancelled stream gives its place back at once, not after WAIT_SECONDS
         while not call.cancelled():
             with waker.changed:
                 seen = waker.generation
