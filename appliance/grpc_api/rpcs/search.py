@@ -36,7 +36,7 @@ from appliance.grpc_api.server import Rpc, RpcCall
 from appliance.search import analysis
 
 MAX_QUERY = 8192  # characters, as every other search of the appliance
-MAX_CONTEXT = 512  # characters of context_filter and kind_filter
+MAX_CONTEXT = 256  # characters of context_filter and kind_filter (as ItemSearch's filters)
 MAX_RANKED = 1000  # hits ranked per query: paging walks through these
 MAX_MEMORY_REVISIONS = 1000  # memory_revision_limit's upper bound
 NAME_MAX = 0.9  # the item leg's score when the name holds every word of the query and nothing else
