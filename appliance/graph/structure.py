@@ -419,6 +419,23 @@ class StructureStore(StoreBase):
             items = [i for i in items if _name_matches(i.item_name, name_filter)]
         return items
 
+    def item_names(self, prefix: str = "", kind_filter: str = "", include_deprecated: bool = False
+                   ) -> list[tuple[str, str, str]]:
+        """(item kref, item name, kind) of every item whose kref, after ``kref://``, starts with ``prefix``:
+        what a search by name scans, three columns and no metadata (a tenth of ``matching_items``' time).
+        Deprecated items and archived projects' items are left out unless ``include_deprecated``."""
+
+        def job(tx: Tx) -> tuple[list[list[Any]], set[str]]:
+            archived = set() if include_deprecated else {
+                r[0] for r in tx.rows("MATCH (p:Project) WHERE p.deprecated RETURN p.name")}
+            return tx.rows(
+                "MATCH (i:Item) WHERE starts_with(i.id, $prefix) AND ($kind = '' OR i.kind = $kind) "
+                "AND ($incl OR NOT i.deprecated) RETURN i.id, i.project, i.name, i.kind ORDER BY i.id",
+                {"prefix": prefix, "kind": kind_filter, "incl": include_deprecated}), archived
+
+        rows, archived = self._engine.read(job)
+        return [(to_kref(node_id), name, kind) for node_id, project, name, kind in rows if project not in archived]
+
     def update_item_metadata(self, kref: str, metadata: dict[str, str]) -> Item:
         parsed = krefs.parse(kref)
         meta = names.metadata(metadata)

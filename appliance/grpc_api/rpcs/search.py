@@ -21,6 +21,7 @@ project is checked (``memory_project_validated``) and the leading hits of that p
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from google.protobuf.message import Message
@@ -99,35 +100,47 @@ def _item_leg(call: RpcCall, query: str, context: str, kind: str, include_deprec
     wanted = list(dict.fromkeys((word, t) for word in analysis.words(query) if (t := analysis.term(word))))
     if not wanted:
         return
-    for item in call.services.graph.matching_items(context_filter=_literal(context), kind_filter=kind,
-                                                   include_deprecated=include_deprecated):
-        if not item.kref.removeprefix("kref://").startswith(context):
-            continue
-        score = name_score(wanted, item.item_name, item.kind)
+    names = call.services.graph.item_names(context, kind, include_deprecated)
+    termed = [(kref, name_terms(name, item_kind)) for kref, name, item_kind in names]
+    vocabulary = set().union(*(terms for _, terms in termed)) if termed else set()
+    near = {term: _near(word, term, vocabulary) for word, term in wanted}
+    for kref, terms in termed:
+        score = name_score(wanted, terms, near)
         if score > 0:
-            hits[item.kref] = Hit(item.kref, score, {"item"}, item)
+            hits[kref] = Hit(kref, score, {"item"})
 
 
-def name_score(wanted: list[tuple[str, str]], item_name: str, kind: str) -> float:
-    """How well an item's name and kind hold the query's (word, term) pairs, on 0..NAME_MAX: the share of the
-    query's words found (a typo counting FUZZY_CREDIT), raised to 1.5 so that a partial match falls off fast,
-    times 0.8–1 for how much of the name the query covers."""
-    have = set(analysis.terms(f"{item_name} {kind}".replace("_", " ")))
+@lru_cache(maxsize=1 << 16)
+def name_terms(item_name: str, kind: str) -> frozenset[str]:
+    """The index terms of an item's name and kind (``transport-plan``, ``model``: transport, plan, model)."""
+    return frozenset(analysis.terms(f"{item_name} {kind}".replace("_", " ")))
+
+
+def _near(word: str, term: str, vocabulary: set[str]) -> frozenset[str]:
+    """The terms of ``vocabulary`` within the query word's typo tolerance of ``term`` (not ``term`` itself)."""
+    edits = analysis.fuzziness(word)
+    if not edits:
+        return frozenset()
+    return frozenset(v for v in vocabulary if v != term and Levenshtein.distance(term, v, score_cutoff=edits) <= edits)
+
+
+def name_score(wanted: list[tuple[str, str]], have: frozenset[str], near: dict[str, frozenset[str]]) -> float:
+    """How well an item's name terms ``have`` hold the query's (word, term) pairs, on 0..NAME_MAX: the share
+    of the query's words found (one found with a typo counting FUZZY_CREDIT), raised to 1.5 so that a partial
+    match falls off fast, times 0.8–1 for how much of the name the query covers."""
     if not have:
         return 0.0
     found, used = 0.0, set()
-    for word, term in wanted:
+    for _, term in wanted:
         if term in have:
             found += 1.0
             used.add(term)
-            continue
-        edits = analysis.fuzziness(word)
-        near = [h for h in have if edits and Levenshtein.distance(term, h, score_cutoff=edits) <= edits]
-        if near:
+        elif close := have & near[term]:
             found += FUZZY_CREDIT
-            used.add(near[0])
-    coverage = found / len(wanted)
-    return NAME_MAX * coverage ** 1.5 * (0.8 + 0.2 * len(used) / len(have)) if found else 0.0
+            used.add(min(close))
+    if not found:
+        return 0.0
+    return float(NAME_MAX * (found / len(wanted)) ** 1.5 * (0.8 + 0.2 * len(used) / len(have)))
 
 
 def _revision_leg(call: RpcCall, query: str, context: str, kind: str, include_deprecated: bool, wanted: int,
@@ -191,11 +204,6 @@ def _bounded(value: str, name: str) -> str:
     if len(value) > MAX_CONTEXT:
         raise InvalidArgument(f"{name}: at most {MAX_CONTEXT} characters", field=name)
     return value.strip()
-
-
-def _literal(context: str) -> str:
-    """The context as ItemSearch's prefix; a context with glob characters matches nothing literal there."""
-    return "" if any(c in context for c in "*?[") else context
 
 
 def _offset(cursor: str | None) -> int:
