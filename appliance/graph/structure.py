@@ -385,19 +385,9 @@ class StructureStore(StoreBase):
         (``project-*``, ``*/characters/*``); ``name_filter`` a substring or a glob (``hero*``). Deprecated
         items and the items of archived projects are left out unless ``include_deprecated``."""
         check_page_size(page_size)
-        offset = decode_cursor(cursor, int) or 0
-        items = self.matching_items(context_filter, name_filter, kind_filter, include_deprecated)
-        chunk = items[offset: offset + page_size]
-        more = offset + page_size < len(items)
-        return Page(chunk, encode_cursor(offset + page_size) if more else None, len(items))
-
-    def matching_items(
-        self, context_filter: str = "", name_filter: str = "", kind_filter: str = "",
-        include_deprecated: bool = False,
-    ) -> list[Item]:
-        """Every item ``search_items`` pages through, in kref order (one read)."""
         names.glob_filter(context_filter, "context_filter")
         names.glob_filter(name_filter, "name_filter")
+        offset = decode_cursor(cursor, int) or 0
         context = context_filter.lstrip("/")  # a trailing "/" stops the prefix at a whole segment
         prefix = "" if names.is_glob(context) else context
 
@@ -417,7 +407,9 @@ class StructureStore(StoreBase):
                      if regex.match(i.space_path.strip("/")) or regex.match(i.space_path.strip("/") + "/")]
         if name_filter:
             items = [i for i in items if _name_matches(i.item_name, name_filter)]
-        return items
+        chunk = items[offset: offset + page_size]
+        more = offset + page_size < len(items)
+        return Page(chunk, encode_cursor(offset + page_size) if more else None, len(items))
 
     def item_names(self, prefix: str = "", kind_filter: str = "", include_deprecated: bool = False
                    ) -> list[tuple[str, str, str]]:
