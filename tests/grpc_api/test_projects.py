@@ -3,10 +3,23 @@ and the two-call hard deletion, addressed by the project's id as the SDK does (o
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import grpc
+import httpx
+import pytest
 
 from appliance.grpc_api.descriptor import message
+from tests.appliance_process import Running, serve
 from tests.grpc_api.conftest import Stub, msg, rpc_error
+
+
+@pytest.fixture(scope="module")
+def appliance(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    """The conftest's appliance, with the audit trail on."""
+    with serve(tmp_path_factory.mktemp("grpc-projects") / "data", KUMIHO_CE_MEMORY__AUDIT_ENABLED="true") as running:
+        yield running
+        running.stop()
 
 
 def _names(stub: Stub, include_deprecated: bool = False) -> set[str]:
@@ -84,3 +97,11 @@ def test_tenant_usage_counts_nodes_without_a_limit(stub: Stub, unique: str) -> N
     after = stub.GetTenantUsage(msg("GetTenantUsageRequest"), timeout=30)
     assert after.node_count == before.node_count + 2
     assert after.node_limit == 0 and after.tenant_id == "local"
+
+
+def test_writes_are_audited_as_the_grpc_door_and_its_method(appliance: Running, stub: Stub, unique: str) -> None:
+    stub.CreateProject(message("CreateProjectRequest")(name=unique), timeout=30)
+    trail = httpx.get(f"{appliance.base_url}/api/v1/audit", params={"door": "grpc", "limit": 1000}, timeout=30)
+    mine = [e for e in trail.json()["entries"]
+            if {"routing_key": "project.created", "kref": f"kref://{unique}"} in e["changes"]]
+    assert [(e["door"], e["operation"]) for e in mine] == [("grpc", "CreateProject")]
