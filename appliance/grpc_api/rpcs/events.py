@@ -129,7 +129,7 @@ def _seq_before(graph: GraphStore, moment: datetime) -> int:
     low, high = -1, graph.last_event_seq()  # invariant: event `low` is before moment (or none), `high + 1` not
     while low < high:
         middle = (low + high + 1) // 2
-        found = graph.events(after=middle, limit=1)
+        found = graph.events_after(middle - 1, 1)  # event `middle` alone: a range read, no sort
         if found and _time(found[0]["at"]) < moment:
             low = middle
         else:
