@@ -2,9 +2,8 @@
 
 Two legs, as Kumiho's server has them:
 
-* **item** (always): the query's words against each item's name and kind, with the search index's analyzer
-  (lower case, stop words out, English stems) and its typo tolerance (one edit for words of 4–6 letters, two
-  from 7). The score grows with the share of the query's words the name holds, up to ``NAME_MAX``.
+* **item** (always): the query's words against each item's name and kind (``appliance.search.names``: the
+  index's analyzer and typo tolerance); the score grows with the share of the query's words the name holds.
 * **revision** (``include_revision_metadata``, the "deep" mode): the appliance's hybrid search over every
   revision's indexed text (title, summary, content, facts… and tags), full text and meaning together, scored
   on the calibrated scale of docs/search.md (near duplicates ≥ 0.6, unrelated ≈ 0.2–0.35). Hits found by
@@ -21,11 +20,9 @@ project is checked (``memory_project_validated``) and the leading hits of that p
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 from google.protobuf.message import Message
-from rapidfuzz.distance import Levenshtein
 
 from appliance.core import kref as krefs
 from appliance.core.model import Item
@@ -34,14 +31,12 @@ from appliance.errors import InvalidArgument, NotFound
 from appliance.grpc_api import convert
 from appliance.grpc_api.descriptor import message
 from appliance.grpc_api.server import Rpc, RpcCall
-from appliance.search import analysis
+from appliance.search.names import name_scores
 
 MAX_QUERY = 8192  # characters, as every other search of the appliance
 MAX_CONTEXT = 256  # characters of context_filter and kind_filter (as ItemSearch's filters)
 MAX_RANKED = 1000  # hits ranked per query: paging walks through these
 MAX_MEMORY_REVISIONS = 1000  # memory_revision_limit's upper bound
-NAME_MAX = 0.9  # the item leg's score when the name holds every word of the query and nothing else
-FUZZY_CREDIT = 0.8  # a query word the name holds with a typo counts this much of an exact one
 SEMANTIC_FLOOR = 0.35  # the top of the "unrelated" band: a revision found by meaning alone must score above it
 
 
@@ -97,50 +92,8 @@ def search(call: RpcCall, request: Any) -> Message:
 # -- the legs -------------------------------------------------------------------------------------------
 def _item_leg(call: RpcCall, query: str, context: str, kind: str, include_deprecated: bool,
               hits: dict[str, Hit]) -> None:
-    wanted = list(dict.fromkeys((word, t) for word in analysis.words(query) if (t := analysis.term(word))))
-    if not wanted:
-        return
-    names = call.services.graph.item_names(context, kind, include_deprecated)
-    termed = [(kref, name_terms(name, item_kind)) for kref, name, item_kind in names]
-    vocabulary = set().union(*(terms for _, terms in termed)) if termed else set()
-    near = {term: _near(word, term, vocabulary) for word, term in wanted}
-    for kref, terms in termed:
-        score = name_score(wanted, terms, near)
-        if score > 0:
-            hits[kref] = Hit(kref, score, {"item"})
-
-
-@lru_cache(maxsize=1 << 16)
-def name_terms(item_name: str, kind: str) -> frozenset[str]:
-    """The index terms of an item's name and kind (``transport-plan``, ``model``: transport, plan, model)."""
-    return frozenset(analysis.terms(f"{item_name} {kind}".replace("_", " ")))
-
-
-def _near(word: str, term: str, vocabulary: set[str]) -> frozenset[str]:
-    """The terms of ``vocabulary`` within the query word's typo tolerance of ``term`` (not ``term`` itself)."""
-    edits = analysis.fuzziness(word)
-    if not edits:
-        return frozenset()
-    return frozenset(v for v in vocabulary if v != term and Levenshtein.distance(term, v, score_cutoff=edits) <= edits)
-
-
-def name_score(wanted: list[tuple[str, str]], have: frozenset[str], near: dict[str, frozenset[str]]) -> float:
-    """How well an item's name terms ``have`` hold the query's (word, term) pairs, on 0..NAME_MAX: the share
-    of the query's words found (one found with a typo counting FUZZY_CREDIT), raised to 1.5 so that a partial
-    match falls off fast, times 0.8–1 for how much of the name the query covers."""
-    if not have:
-        return 0.0
-    found, used = 0.0, set()
-    for _, term in wanted:
-        if term in have:
-            found += 1.0
-            used.add(term)
-        elif close := have & near[term]:
-            found += FUZZY_CREDIT
-            used.add(min(close))
-    if not found:
-        return 0.0
-    return float(NAME_MAX * (found / len(wanted)) ** 1.5 * (0.8 + 0.2 * len(used) / len(have)))
+    for kref, score in name_scores(query, call.services.graph.item_names(context, kind, include_deprecated)).items():
+        hits[kref] = Hit(kref, score, {"item"})
 
 
 def _revision_leg(call: RpcCall, query: str, context: str, kind: str, include_deprecated: bool, wanted: int,
