@@ -146,6 +146,11 @@ bench-bounds: install
 bench-kumiho-rest: install
 	$(BIN)/python benchmarks/kumiho_rest_bench.py
 
+# working memory for Kumiho's sidecar: append/read p50/p95 through the Redis listener, the memory proxy and (when
+# installed) Debian's redis-server, client and sidecar layers, with memory footprints (JSON)
+bench-workmem: install
+	$(BIN)/python benchmarks/workmem_bench.py
+
 # the Memory API's store, get, list, recall, count and export over real HTTP at 3,000 entries (JSON)
 bench-memory-api: install
 	$(BIN)/python benchmarks/memory_api_bench.py
@@ -204,6 +209,10 @@ bench-pii-hard: install
 # the default chat model: load time, prompt and generation tok/s, peak RSS (JSON)
 bench-llm: install
 	$(BIN)/python benchmarks/llm_bench.py
+
+# the OpenAI-compatible endpoint's cost over the in-process model call, on the tiny GGUF and the default model
+bench-openai: install
+	$(BIN)/python benchmarks/openai_bench.py && $(BIN)/python benchmarks/openai_bench.py --real
 
 # MODEL= another GGUF (for example the 1.5B); the report goes to docs/model-quality.md
 bench-llm-quality: install

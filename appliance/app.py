@@ -31,6 +31,8 @@ from appliance.admin_api.hygiene import HygieneController
 from appliance.admin_api.jobs import JobsController, MovedJobsController
 from appliance.admin_api.kumiho_rest import KumihoRestController
 from appliance.admin_api.memories import MemoriesController
+from appliance.admin_api.memory_proxy import MemoryProxyController
+from appliance.admin_api.openai_compat import OpenAIController, document_openai_errors
 from appliance.admin_api.openapi import document_problems
 from appliance.admin_api.portability import PortabilityController
 from appliance.admin_api.search import SearchController
@@ -286,7 +288,8 @@ def build_app(services: Services) -> ApplianceApp:
     litestar = Litestar(
         route_handlers=[AuditController, HealthController, SearchController, JobsController, mcp_endpoint,
                         KumihoRestController, EventsController, ConsoleController, MovedJobsController, ui_router(),
-                        HygieneController, PortabilityController, BackupsController, MemoriesController],
+                        HygieneController, PortabilityController, BackupsController, MemoriesController,
+                        MemoryProxyController, OpenAIController],
         lifespan=[run_mcp],
         middleware=[caller_middleware],  # who is calling: the audit trail and the read-only guard read it
         state=State({"services": services, "health": health}),
@@ -303,6 +306,7 @@ def build_app(services: Services) -> ApplianceApp:
     )
     # built now, before the first request serves it: every operation's error answers, as problem documents
     document_problems(litestar.openapi_schema, open_paths=OPEN_PATHS)
+    document_openai_errors(litestar.openapi_schema)  # /v1 answers its own errors in OpenAI's shape
     # outermost first: Host/Origin (CORS, cross-site writes) → the token (beyond loopback or required) → the
     # bounded body → the routes.
     # Litestar types its ASGI scope and events as TypedDicts; the wrappers take any ASGI app (plain dicts).

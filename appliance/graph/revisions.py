@@ -133,7 +133,8 @@ class RevisionStore(StoreBase):
         return self._engine.read(job)
 
     def revisions_with_metadata(self, project: str, key: str, values: list[str]) -> dict[str, Revision]:
-        """Value → the project's revision whose metadata ``key`` holds it (the first found), in one read.
+        """Value → the project's revision whose metadata ``key`` holds it (the first found), with its current
+        tags, in one read.
         It scans the project's revisions (tens of milliseconds per 10,000): for rare lookups such as a
         retried reflect's idempotency keys, not for a hot path."""
         wanted = set(values)
@@ -145,15 +146,23 @@ class RevisionStore(StoreBase):
         for text in texts[1:]:
             while not text.startswith(needle):
                 needle = needle[:-1]
-        rows = self._engine.read(lambda tx: tx.rows(
-            "MATCH (r:Revision) WHERE r.item STARTS WITH $p AND r.metadata CONTAINS $n RETURN r",
-            {"p": names.project_name(project, "project") + "/", "n": needle}))
-        found: dict[str, Revision] = {}
-        for (node,) in rows:
-            value = loads(node["metadata"]).get(key)
-            if value in wanted and value not in found:
-                found[value] = revision_from(node, [])
-        return found
+        prefix = names.project_name(project, "project") + "/"
+
+        def job(tx: Tx) -> dict[str, Revision]:
+            nodes: dict[str, dict[str, Any]] = {}
+            for (node,) in tx.rows("MATCH (r:Revision) WHERE r.item STARTS WITH $p AND r.metadata CONTAINS $n "
+                                   "RETURN r", {"p": prefix, "n": needle}):
+                value = loads(node["metadata"]).get(key)
+                if value in wanted and value not in nodes:
+                    nodes[value] = node
+            held: dict[str, list[str]] = {}  # their current tags, in one more query
+            ids = [node["id"] for node in nodes.values()]
+            for revision, tag in tx.rows("MATCH (:Item)-[t:TAGGED]->(r:Revision) WHERE r.id IN $ids AND "
+                                         "t.until = '' RETURN r.id, t.tag", {"ids": ids}) if ids else []:
+                held.setdefault(revision, []).append(tag)
+            return {value: revision_from(node, held.get(node["id"], [])) for value, node in nodes.items()}
+
+        return self._engine.read(job)
 
     def _read_revision(self, tx: Tx, node_id: str) -> Revision:
         row = tx.one("MATCH (r:Revision {id: $id}) RETURN r", {"id": node_id})

@@ -26,6 +26,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,17 @@ SMOKE_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One generation as an OpenAI-compatible answer reports it: the text (not parsed), why it ended (``stop``:
+    the model ended it; ``length``: ``max_tokens`` or the room left in the context) and the token counts."""
+
+    text: str
+    finish: str
+    prompt_tokens: int
+    completion_tokens: int
 
 
 class _Stopped(Exception):
@@ -109,13 +121,24 @@ class LlamaModel:
                       timeout: float | None = None, cancel: threading.Event | None = None,
                       temperature: float = 0.0, progress: Progress | None = None) -> dict[str, Any]:
         check_schema(schema)
-        text, finish = self._run(messages, max_tokens, timeout, cancel, temperature, progress, schema)
-        return parse_json_answer(text, finish, schema, self.model_id, max_tokens)
+        done = self._run(messages, max_tokens, timeout, cancel, temperature, progress, schema)
+        return parse_json_answer(done.text, done.finish, schema, self.model_id, max_tokens)
 
     def complete_text(self, messages: Sequence[Message], *, max_tokens: int = 512, timeout: float | None = None,
                       cancel: threading.Event | None = None, temperature: float = 0.0,
                       progress: Progress | None = None) -> str:
-        return self._run(messages, max_tokens, timeout, cancel, temperature, progress, None)[0]
+        return self._run(messages, max_tokens, timeout, cancel, temperature, progress, None).text
+
+    def complete(self, messages: Sequence[Message], *, schema: Mapping[str, Any] | None = None,
+                 max_tokens: int = 512, timeout: float | None = None, cancel: threading.Event | None = None,
+                 temperature: float = 0.0, top_p: float = sampling.TOP_P, seed: int | None = None) -> Completion:
+        """One call with what the OpenAI-compatible endpoint reports: the raw text (under the grammar of
+        ``schema`` when one is given, but neither parsed nor validated: the caller decides what an answer cut
+        off by the token limit is), why it ended and the token counts. ``seed`` None: the model's own."""
+        if schema is not None:
+            check_schema(schema)
+        return self._run(messages, max_tokens, timeout, cancel, temperature, None, schema, top_p=top_p,
+                         seed=self._seed if seed is None else seed)
 
     def status(self) -> ModelStatus:
         """Available unless the last load failed (the next call tries again: the file may have been fixed)."""
@@ -207,7 +230,8 @@ class LlamaModel:
 
     def _run(self, messages: Sequence[Message], max_tokens: int, timeout: float | None,
              cancel: threading.Event | None, temperature: float, progress: Progress | None,
-             schema: Mapping[str, Any] | None) -> tuple[str, str]:
+             schema: Mapping[str, Any] | None, *, top_p: float = sampling.TOP_P, seed: int | None = None
+             ) -> Completion:
         if max_tokens < 1:
             raise ModelError("max_tokens must be at least 1")
         deadline = self._clock() + (timeout if timeout is not None else self.request_timeout)
@@ -216,14 +240,15 @@ class LlamaModel:
             llm = self._ensure_loaded()
             grammar = self._grammar(schema) if schema is not None else None
             self._calls += 1
-            return self._generate(llm, messages, max_tokens, deadline, cancel, temperature, progress, grammar)
+            return self._generate(llm, messages, max_tokens, deadline, cancel, temperature, progress, grammar,
+                                  top_p, self._seed if seed is None else seed)
         finally:
             self._last_used = self._clock()
             self._release()
 
     def _generate(self, llm: Any, messages: Sequence[Message], max_tokens: int, deadline: float,
                   cancel: threading.Event | None, temperature: float, progress: Progress | None,
-                  grammar: str | None) -> tuple[str, str]:
+                  grammar: str | None, top_p: float, seed: int) -> Completion:
         def check() -> None:
             if cancel is not None and cancel.is_set():
                 raise _Stopped("cancelled")
@@ -261,8 +286,8 @@ class LlamaModel:
         watcher.start()
         try:
             tokens, finish = sampling.generate(llm, prompt, max_tokens=min(max_tokens, room),
-                                               temperature=temperature, seed=self._seed, grammar=grammar,
-                                               after_token=after_token)
+                                               temperature=temperature, seed=seed, grammar=grammar,
+                                               after_token=after_token, top_p=top_p)
         except RuntimeError as exc:  # llama_decode returned 2: the abort callback stopped it
             if self._stop_reason is None:
                 raise ModelError(f"{self.model_id} failed: {exc}") from None
@@ -275,7 +300,8 @@ class LlamaModel:
         if self._stop_reason == "timeout":
             raise ModelTimeout(f"the {self.model_id} call passed its deadline and was stopped; allow a longer "
                                "timeout, fewer tokens or a shorter prompt")
-        return llm.detokenize(tokens, prev_tokens=prompt).decode("utf-8", errors="ignore"), finish
+        text = llm.detokenize(tokens, prev_tokens=prompt).decode("utf-8", errors="ignore")
+        return Completion(text, finish, len(prompt), len(tokens))
 
     def _grammar(self, schema: Mapping[str, Any]) -> str:
         """The GBNF grammar of ``schema`` (cached: converting a schema is not free)."""

@@ -26,7 +26,8 @@ TOP_K, TOP_P, MIN_P = 40, 0.95, 0.05  # llama-cpp-python's defaults for temperat
 
 
 def generate(llm: Any, prompt: Sequence[int], *, max_tokens: int, temperature: float, seed: int,
-             grammar: str | None, after_token: Callable[[int], bool]) -> tuple[list[int], str]:
+             grammar: str | None, after_token: Callable[[int], bool], top_p: float = TOP_P
+             ) -> tuple[list[int], str]:
     """Generate after ``prompt``; returns the new tokens (without the end token) and why it ended:
     ``stop`` (an end-of-generation token), ``length`` (``max_tokens``) or ``halted`` (``after_token``
     returned True after the n-th token)."""
@@ -35,7 +36,7 @@ def generate(llm: Any, prompt: Sequence[int], *, max_tokens: int, temperature: f
 
     _feed_prompt(llm, prompt)
     ctx, vocab, n_vocab = llm._ctx.ctx, llm._model.vocab, llm.n_vocab()
-    chain = _chain(temperature, seed)
+    chain = _chain(temperature, seed, top_p)
     rules = llama_cpp.llama_sampler_init_grammar(vocab, grammar.encode(), b"root") if grammar else None
     if grammar and not rules:
         llama_cpp.llama_sampler_free(chain)
@@ -99,14 +100,14 @@ def _feed_prompt(llm: Any, prompt: Sequence[int]) -> None:
     llm.eval(list(prompt[keep:]))
 
 
-def _chain(temperature: float, seed: int) -> Any:
+def _chain(temperature: float, seed: int, top_p: float = TOP_P) -> Any:
     from llama_cpp import llama_cpp
 
     chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
     if temperature <= 0:
         llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_greedy())
         return chain
-    for sampler in (llama_cpp.llama_sampler_init_top_k(TOP_K), llama_cpp.llama_sampler_init_top_p(TOP_P, 1),
+    for sampler in (llama_cpp.llama_sampler_init_top_k(TOP_K), llama_cpp.llama_sampler_init_top_p(top_p, 1),
                     llama_cpp.llama_sampler_init_min_p(MIN_P, 1), llama_cpp.llama_sampler_init_temp(temperature),
                     llama_cpp.llama_sampler_init_dist(seed)):
         llama_cpp.llama_sampler_chain_add(chain, sampler)

@@ -290,6 +290,12 @@ class WorkingMemory:
                          "ON CONFLICT DO UPDATE SET metadata = excluded.metadata",
                          (project, session_id, json.dumps(merged, ensure_ascii=False, sort_keys=True)))
 
+    def clear_metadata(self, project: str, session_id: str) -> bool:
+        """Drop the session's metadata (its messages stay); whether there was any."""
+        with self._tx() as conn:
+            return conn.execute("UPDATE sessions SET metadata = '{}' WHERE project = ? AND session_id = ? "
+                                "AND metadata != '{}'", (project, session_id)).rowcount > 0
+
     def metadata(self, project: str, session_id: str) -> dict[str, str]:
         rows = self._query("SELECT metadata FROM sessions WHERE project = ? AND session_id = ?",
                            (project, session_id))
@@ -333,6 +339,22 @@ class WorkingMemory:
                          (context, user, session_id, iso(self._now())))
         return session_id
 
+    def point_active_session(self, context: str, user: str, session_id: str) -> None:
+        """Point (context, user) at ``session_id`` whatever it pointed at (a claim that always wins)."""
+        check_name(context, "context")
+        check_name(user, "user_id")
+        check_name(session_id, "session_id")
+        with self._tx() as conn:
+            conn.execute("INSERT OR REPLACE INTO active_pointers VALUES (?, ?, ?, ?)",
+                         (context, user, session_id, iso(self._now())))
+
+    def active_session_expiry(self, context: str, user: str) -> datetime | None:
+        """When the live pointer of (context, user) expires; None without one."""
+        rows = self._query("SELECT claimed_at FROM active_pointers WHERE context = ? AND user = ?", (context, user))
+        if not rows or self._expired(rows[0][0]):
+            return None
+        return datetime.fromisoformat(rows[0][0]) + POINTER_TTL
+
     def clear_active_session(self, context: str, user: str, only_if: str | None = None) -> None:
         with self._tx() as conn:
             conn.execute("DELETE FROM active_pointers WHERE context = ? AND user = ? "
@@ -350,6 +372,11 @@ class WorkingMemory:
         with self._tx() as conn:
             return int(conn.execute("INSERT INTO sequences VALUES (?, ?, 1) ON CONFLICT DO UPDATE "
                                     "SET value = value + 1 RETURNING value", (user, date_str)).fetchall()[0][0])
+
+    def sequence(self, user: str, date_str: str) -> int | None:
+        """The day's last sequence number of ``user`` (None before the first), without taking one."""
+        rows = self._query("SELECT value FROM sequences WHERE user = ? AND day = ?", (user, date_str))
+        return int(rows[0][0]) if rows else None
 
     def generation(self, base_session_id: str) -> int:
         rows = self._query("SELECT value FROM generations WHERE base = ?", (base_session_id,))

@@ -211,27 +211,7 @@ class RevisionService:
         return {"deleted": True, "artifact_kref": artifact.kref}
 
     def _location(self, location: str) -> str:
-        """The location as given, unless it points into the data directory: then it must stay inside once
-        ``..`` and symbolic links are resolved, and is kept resolved (so a lookup finds it in any spelling)."""
-        if not location.strip() or _CONTROL.search(location):
-            raise InvalidArgument("location: give the file path or URI the artifact points to (no control "
-                                  "characters)", field="location")
-        is_file_uri = location.startswith(_FILE_URI)
-        if _URI.match(location) and not is_file_uri:
-            return location  # a URI: not a file of this machine
-        path = Path(location[len(_FILE_URI):] if is_file_uri else location)
-        if not path.is_absolute():
-            return location  # relative to the caller, not to this process: kept as given
-        root = self.data_root.resolve()
-        base = next((b for b in (self.data_root, root) if path.is_relative_to(b)), None)
-        if base is None and not path.resolve().is_relative_to(root):
-            return location  # outside the data directory
-        try:
-            resolved = inside(root, *path.relative_to(base).parts, field="location") if base else path.resolve()
-        except InvalidArgument:
-            raise InvalidArgument(f"location: {location[:200]!r} points into the data directory but leads out of "
-                                  "it ('..' or a symbolic link); give the file's real path", field="location") from None
-        return (_FILE_URI if is_file_uri else "") + str(resolved)
+        return artifact_location(self.data_root, location)
 
     # -- bundles ------------------------------------------------------------------------------------------
     def get_bundle(self, args: BundleInput, client: Client) -> dict[str, Any]:
@@ -283,3 +263,27 @@ class RevisionService:
         krefs.parse(kref, "bundle_kref")
         with _named("bundle_kref"):
             return self.graph.get_bundle(kref)
+
+
+def artifact_location(data_root: Path, location: str) -> str:
+    """The location as given, unless it points into the data directory: then it must stay inside once
+    ``..`` and symbolic links are resolved, and is kept resolved (so a lookup finds it in any spelling)."""
+    if not location.strip() or _CONTROL.search(location):
+        raise InvalidArgument("location: give the file path or URI the artifact points to (no control "
+                              "characters)", field="location")
+    is_file_uri = location.startswith(_FILE_URI)
+    if _URI.match(location) and not is_file_uri:
+        return location  # a URI: not a file of this machine
+    path = Path(location[len(_FILE_URI):] if is_file_uri else location)
+    if not path.is_absolute():
+        return location  # relative to the caller, not to this process: kept as given
+    root = data_root.resolve()
+    base = next((b for b in (data_root, root) if path.is_relative_to(b)), None)
+    if base is None and not path.resolve().is_relative_to(root):
+        return location  # outside the data directory
+    try:
+        resolved = inside(root, *path.relative_to(base).parts, field="location") if base else path.resolve()
+    except InvalidArgument:
+        raise InvalidArgument(f"location: {location[:200]!r} points into the data directory but leads out of "
+                              "it ('..' or a symbolic link); give the file's real path", field="location") from None
+    return (_FILE_URI if is_file_uri else "") + str(resolved)
