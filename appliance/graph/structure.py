@@ -428,6 +428,14 @@ class StructureStore(StoreBase):
         rows, archived = self._engine.read(job)
         return [(to_kref(node_id), name, kind) for node_id, project, name, kind in rows if project not in archived]
 
+    def items_by_kref(self, item_krefs: list[str]) -> dict[str, Item]:
+        """Item kref → item, for those of ``item_krefs`` that exist, in one read."""
+        ids = sorted({item_id(krefs.parse(k, "item_krefs")) for k in item_krefs})
+        if not ids:
+            return {}
+        rows = self._engine.read(lambda tx: tx.rows("MATCH (i:Item) WHERE i.id IN $ids RETURN i", {"ids": ids}))
+        return {item.kref: item for item in (item_from(r[0]) for r in rows)}
+
     def update_item_metadata(self, kref: str, metadata: dict[str, str]) -> Item:
         parsed = krefs.parse(kref)
         meta = names.metadata(metadata)

@@ -122,17 +122,11 @@ def _projects(call: RpcCall, context: str, include_deprecated: bool) -> list[str
 
 
 def _with_items(call: RpcCall, page: list[Hit]) -> list[Hit]:
-    """The page's hits with their items (those found by the revision leg are read now; one deleted since it
-    was indexed is left out)."""
-    kept = []
+    """The page's hits with their items, read at once (one deleted since it was indexed is left out)."""
+    found = call.services.graph.items_by_kref([hit.item_kref for hit in page])
     for hit in page:
-        if hit.item is None:
-            try:
-                hit.item = call.services.graph.get_item(hit.item_kref)
-            except NotFound:
-                continue
-        kept.append(hit)
-    return kept
+        hit.item = found.get(hit.item_kref)
+    return [hit for hit in page if hit.item is not None]
 
 
 def _memory_packets(call: RpcCall, request: Any, page: list[Hit], offset: int) -> dict[str, Message | None] | None:
