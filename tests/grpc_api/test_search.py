@@ -138,8 +138,13 @@ def test_pages_with_cursors_to_the_end(stub: Stub, films: str) -> None:
     forged = rpc_error(stub.Search, msg("SearchRequest", query="hero", pagination=msg("PaginationRequest",
                                                                                        cursor="abc")), timeout=30)
     assert forged.code() == grpc.StatusCode.INVALID_ARGUMENT and "cursor" in (forged.details() or "")
-    empty = rpc_error(stub.Search, msg("SearchRequest", query="  "), timeout=30)
-    assert empty.code() == grpc.StatusCode.INVALID_ARGUMENT and "query" in (empty.details() or "")
+    for fields, field in (({"query": "  "}, "query"), ({"query": "x" * 8193}, "query"),
+                          ({"query": "hero", "context_filter": "P" * 257}, "context_filter"),
+                          ({"query": "hero", "memory_project": films, "memory_revision_limit": 1001},
+                           "memory_revision_limit"),
+                          ({"query": "hero", "pagination": msg("PaginationRequest", page_size=1001)}, "page_size")):
+        refused = rpc_error(stub.Search, msg("SearchRequest", **fields), timeout=30)
+        assert refused.code() == grpc.StatusCode.INVALID_ARGUMENT and field in (refused.details() or ""), fields
 
 
 def test_statistics_are_kept_per_project(stub: Stub, appliance: Running) -> None:
