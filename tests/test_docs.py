@@ -93,3 +93,15 @@ def test_every_link_between_the_docs_reaches_a_page_and_a_heading() -> None:
             elif anchor and linked.suffix == ".md" and anchor not in _anchors(linked.read_text()):
                 broken.append(f"{page.name}: {target} (no such heading)")
     assert not broken, broken
+
+
+def test_the_grpc_page_lists_every_method_and_what_is_served() -> None:
+    """docs/grpc.md's table names each of the service's methods once, in order, and says which are served."""
+    from appliance.grpc_api.descriptor import METHODS
+    from appliance.grpc_api.rpcs import RPCS
+
+    rows = re.findall(r"^\| (\d+) \| (\w+) \| (served|UNIMPLEMENTED) \|", (ROOT / "docs" / "grpc.md").read_text(), re.M)
+    assert [name for _, name, _ in rows] == list(METHODS)
+    assert [int(n) for n, _, _ in rows] == list(range(1, len(METHODS) + 1))
+    status = {name: served for _, name, served in rows}
+    assert {name for name, served in status.items() if served == "served"} == set(RPCS)

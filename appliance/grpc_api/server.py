@@ -66,6 +66,11 @@ class RpcCall:
     def cancelled(self) -> bool:
         return not self._context.is_active()
 
+    def on_done(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` when the call ends for any reason (the client cancelled, the server stops): a
+        streaming handler waiting for something to send wakes up at once."""
+        self._context.add_callback(callback)
+
 
 Rpc = Callable[[RpcCall, Any], Any]  # (call, request message) → response message, or an iterator of them
 
