@@ -163,6 +163,11 @@ bench-kumiho-rest: install
 bench-workmem: install
 	$(BIN)/python benchmarks/workmem_bench.py
 
+# Kumiho's gRPC Search on the bundled model: the scores of titles, duplicates, updates and unrelated queries, and
+# the name leg's time over 3,000 items (JSON)
+bench-grpc-search: install
+	$(BIN)/python benchmarks/grpc_search_scores.py
+
 # the Memory API's store, get, list, recall, count and export over real HTTP at 3,000 entries (JSON)
 bench-memory-api: install
 	$(BIN)/python benchmarks/memory_api_bench.py

@@ -1,5 +1,5 @@
 """The ``kumiho-ce`` command line: serve | mcp | doctor | config show | reindex | redact | backup | restore |
-snapshots | version.
+snapshots | revka-launcher | version.
 
 Errors the user can act on print one line (``kumiho-ce: error: …``) and exit with status 2; nothing
 prints a stack trace unless ``--debug`` asks for it.
@@ -15,7 +15,7 @@ import urllib.parse
 from collections.abc import Sequence
 from dataclasses import asdict
 
-from appliance import __version__, cli_backup, cli_memory, cli_portability
+from appliance import __version__, cli_backup, cli_memory, cli_portability, cli_revka
 from appliance import cli_hygiene as hygiene_cli
 from appliance.config import Settings, load_settings, render_toml, resolve_config_path
 from appliance.core import redaction
@@ -62,6 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     cli_portability.add_parsers(commands)
     cli_backup.add_parsers(commands)
     cli_memory.add_parser(commands)
+    cli_revka.add_parser(commands)
     commands.add_parser("version", help="print the version")
     return parser
 
@@ -233,7 +234,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "snapshots": lambda a: cli_backup.cmd_snapshots(a, _settings(a)),
                 "models": lambda a: models_cli.run(a, _settings(a)),
                 "hygiene": lambda a: hygiene_cli.run(a, _settings(a)),
-                "memory": lambda a: cli_memory.run(a, _settings(a)), "version": lambda _: print(__version__) or 0}
+                "memory": lambda a: cli_memory.run(a, _settings(a)), "revka-launcher": cli_revka.run,
+                "version": lambda _: print(__version__) or 0}
     try:
         return handlers[args.command](args)
     except KumihoError as exc:

@@ -36,6 +36,7 @@ def run_checks(settings: Settings) -> list[Check]:
     if holder is not None:
         checks.append(Check("lock", "ok", f"held by a running kumiho-ce (pid {holder})"))
         checks.append(_check_running(settings, data_dir))
+        checks.extend(_check_doors(settings, data_dir))
     else:
         checks.append(Check("lock", "ok", "free: no kumiho-ce process owns this data directory"))
         checks.append(_check_database(settings, data_dir))
@@ -173,11 +174,23 @@ def _check_index(data_dir: DataDir) -> Check:
     return Check("index", "ok", f"{path}: {health.detail}{kept}")
 
 
-def _check_running(settings: Settings, data_dir: DataDir) -> Check:
+def _running_address(settings: Settings, data_dir: DataDir) -> tuple[str, int]:
+    """Where the owner of the data directory listens (``server.json``, else the configuration)."""
     runtime = data_dir.live_runtime() or {}
-    host = str(runtime.get("host", settings.host))
-    host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-    url = f"http://{'[' + host + ']' if ':' in host else host}:{runtime.get('port', settings.port)}/api/_live"
+    host, port = str(runtime.get("host", settings.host)), runtime.get("port")
+    return "127.0.0.1" if host in ("0.0.0.0", "::") else host, port if isinstance(port, int) else settings.port
+
+
+def _check_doors(settings: Settings, data_dir: DataDir) -> list[Check]:
+    from appliance.cli_connect import token_for
+    from appliance.doctor_doors import check_doors
+
+    return check_doors(settings, *_running_address(settings, data_dir), token_for(data_dir, settings))
+
+
+def _check_running(settings: Settings, data_dir: DataDir) -> Check:
+    host, port = _running_address(settings, data_dir)
+    url = f"http://{'[' + host + ']' if ':' in host else host}:{port}/api/_live"
     try:
         with urllib.request.urlopen(url, timeout=2) as response:  # loopback or the configured host only
             body = json.load(response)

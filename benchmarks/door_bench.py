@@ -7,9 +7,9 @@ Starts `kumiho-ce serve` (default settings, loopback, a fresh data directory) an
 * trickle: connections that send one header line a second and never finish (slowloris): how long the server
   keeps them (seconds, min/median/max) and how many are still open after ``--hold`` seconds;
 * huge_header: one header of up to 64 MiB: how many bytes the server took before closing, and its answer;
-* prefaces: connections that send the HTTP/2 preface (no gRPC here): time to the GOAWAY and close, and the
-  server's CPU seconds; then connections that send only ``PR`` and wait: how long they are kept and the CPU
-  the server spends meanwhile;
+* prefaces: connections that send the HTTP/2 preface and nothing more (handed to the gRPC server, which closes
+  a handshake the client never finishes): how long each is kept, and the server's CPU seconds; then
+  connections that send only ``PR`` and wait: how long they are kept and the CPU the server spends meanwhile;
 * the server's RSS before and after, and whether it still answers.
 
 ``--root`` runs the appliance from another checkout (e.g. an older one, to compare).

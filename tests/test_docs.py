@@ -52,8 +52,13 @@ def test_the_agent_host_guide_has_the_configurations() -> None:
     guide = (ROOT / "docs" / "agent-hosts.md").read_text()
     for needle in ('"command": "kumiho-ce"', '"args": ["mcp"]', "http://127.0.0.1:9190/mcp", "[[mcp.servers]]",
                    'name = "kumiho-memory"', 'mode = "local_ce"', 'api_url = "http://127.0.0.1:9190"',
-                   "mcp_path", 'backend = "kumiho"', "exec kumiho-ce mcp", "KUMIHO_MEMORY_RETRIEVAL_LIMIT"):
+                   "mcp_path", 'backend = "kumiho"', "kumiho-ce revka-launcher", "KUMIHO_MEMORY_RETRIEVAL_LIMIT"):
         assert needle in guide, needle
+    assert "#!/bin/sh" not in guide  # Revka runs mcp_path with python3: the launcher must be Python
+    revka = (ROOT / "docs" / "revka-local-ce.md").read_text()
+    for needle in ("KUMIHO_LOCAL_SERVER_ENDPOINT", "~/.revka/kumiho/run_kumiho_mcp.py", "KUMIHO_UPSTASH_REDIS_URL",
+                   "/api/v1", "python3 <mcp_path>", "kumiho-ce revka-launcher", "kumiho-ce doctor"):
+        assert needle in revka, needle
     readme = (ROOT / "README.md").read_text()
     assert "docs/agent-hosts.md" in readme and "docs/mcp-tools.md" in readme and "kumiho-ce mcp" in readme
 
@@ -88,3 +93,15 @@ def test_every_link_between_the_docs_reaches_a_page_and_a_heading() -> None:
             elif anchor and linked.suffix == ".md" and anchor not in _anchors(linked.read_text()):
                 broken.append(f"{page.name}: {target} (no such heading)")
     assert not broken, broken
+
+
+def test_the_grpc_page_lists_every_method_and_what_is_served() -> None:
+    """docs/grpc.md's table names each of the service's methods once, in order, and says which are served."""
+    from appliance.grpc_api.descriptor import METHODS
+    from appliance.grpc_api.rpcs import RPCS
+
+    rows = re.findall(r"^\| (\d+) \| (\w+) \| (served|UNIMPLEMENTED) \|", (ROOT / "docs" / "grpc.md").read_text(), re.M)
+    assert [name for _, name, _ in rows] == list(METHODS)
+    assert [int(n) for n, _, _ in rows] == list(range(1, len(METHODS) + 1))
+    status = {name: served for _, name, served in rows}
+    assert {name for name, served in status.items() if served == "served"} == set(RPCS)

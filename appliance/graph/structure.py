@@ -411,6 +411,31 @@ class StructureStore(StoreBase):
         more = offset + page_size < len(items)
         return Page(chunk, encode_cursor(offset + page_size) if more else None, len(items))
 
+    def item_names(self, prefix: str = "", kind_filter: str = "", include_deprecated: bool = False
+                   ) -> list[tuple[str, str, str]]:
+        """(item kref, item name, kind) of every item whose kref, after ``kref://``, starts with ``prefix``:
+        what a search by name scans, three columns and no metadata (a tenth of ``matching_items``' time).
+        Deprecated items and archived projects' items are left out unless ``include_deprecated``."""
+
+        def job(tx: Tx) -> tuple[list[list[Any]], set[str]]:
+            archived = set() if include_deprecated else {
+                r[0] for r in tx.rows("MATCH (p:Project) WHERE p.deprecated RETURN p.name")}
+            return tx.rows(
+                "MATCH (i:Item) WHERE starts_with(i.id, $prefix) AND ($kind = '' OR i.kind = $kind) "
+                "AND ($incl OR NOT i.deprecated) RETURN i.id, i.project, i.name, i.kind ORDER BY i.id",
+                {"prefix": prefix, "kind": kind_filter, "incl": include_deprecated}), archived
+
+        rows, archived = self._engine.read(job)
+        return [(to_kref(node_id), name, kind) for node_id, project, name, kind in rows if project not in archived]
+
+    def items_by_kref(self, item_krefs: list[str]) -> dict[str, Item]:
+        """Item kref → item, for those of ``item_krefs`` that exist, in one read."""
+        ids = sorted({item_id(krefs.parse(k, "item_krefs")) for k in item_krefs})
+        if not ids:
+            return {}
+        rows = self._engine.read(lambda tx: tx.rows("MATCH (i:Item) WHERE i.id IN $ids RETURN i", {"ids": ids}))
+        return {item.kref: item for item in (item_from(r[0]) for r in rows)}
+
     def update_item_metadata(self, kref: str, metadata: dict[str, str]) -> Item:
         parsed = krefs.parse(kref)
         meta = names.metadata(metadata)

@@ -19,6 +19,12 @@ class Unimplemented(errors.KumihoError):
     code = "unimplemented"
 
 
+class Exhausted(errors.KumihoError):
+    """A bounded resource of the gRPC door is in use (the event streams open at once): try again later."""
+
+    code = "resource_exhausted"
+
+
 _CODES: tuple[tuple[type[errors.KumihoError], grpc.StatusCode], ...] = (
     (errors.InvalidArgument, grpc.StatusCode.INVALID_ARGUMENT),  # InvalidKref too
     (errors.NotFound, grpc.StatusCode.NOT_FOUND),
@@ -27,6 +33,7 @@ _CODES: tuple[tuple[type[errors.KumihoError], grpc.StatusCode], ...] = (
     (errors.PermissionDenied, grpc.StatusCode.PERMISSION_DENIED),
     (errors.Unavailable, grpc.StatusCode.UNAVAILABLE),
     (Unimplemented, grpc.StatusCode.UNIMPLEMENTED),  # transient by definition: the SDK's retry is right
+    (Exhausted, grpc.StatusCode.RESOURCE_EXHAUSTED),  # the SDK retries it, as it should: a slot frees up
 )
 
 

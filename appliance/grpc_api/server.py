@@ -47,6 +47,9 @@ _OPTIONS = [
     ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
     ("grpc.http2.max_ping_strikes", 0),
     ("grpc.so_reuseport", 0),
+    # a connection that sends the HTTP/2 preface but never its SETTINGS is closed as an HTTP one that never sends
+    # its request line is (the front's first-byte timeout), not after grpcio's default minute
+    ("grpc.http2.settings_timeout", 10_000),
 ]
 
 
@@ -62,6 +65,11 @@ class RpcCall:
 
     def cancelled(self) -> bool:
         return not self._context.is_active()
+
+    def on_done(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` when the call ends for any reason (the client cancelled, the server stops): a
+        streaming handler waiting for something to send wakes up at once."""
+        self._context.add_callback(callback)
 
 
 Rpc = Callable[[RpcCall, Any], Any]  # (call, request message) → response message, or an iterator of them

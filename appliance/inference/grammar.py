@@ -7,6 +7,13 @@ llama.cpp's own in two ways that matter to small models:
   invalid JSON, and random weights find it at once. We use llama.cpp's rule (no ``\x00-\x1F``, ``\x7F``);
 * it ignores ``minimum``/``maximum``: an integer of a small range becomes an ``enum`` for the grammar, which
   it does enforce. Other numeric bounds are only checked after generation: prefer integer ranges.
+
+And a schema that bounds nothing (Kumiho's stock sidecar sends such schemas to the OpenAI-compatible endpoint)
+lets a small model fill one string until the token limit: measured on the default model, a summary field
+repeating for 6,000 tokens. So the grammar bounds what the schema leaves free: a plain string at
+``FREE_STRING_CHARS`` characters, an array without bounds at ``FREE_ARRAY_ITEMS`` items. The bounds are written
+as GBNF repetitions (``char{0,2000}``): the converter's own form for ``maxLength`` nests one rule per character,
+which llama.cpp refuses at these sizes. The answer is still validated against the schema as given.
 """
 
 from __future__ import annotations
@@ -19,6 +26,14 @@ from typing import Any
 from appliance.core.ports import ModelError
 
 _INTEGER_BOUNDS = {"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}
+FREE_STRING_CHARS = 2000
+FREE_ARRAY_ITEMS = 64
+# the converter's rule for a string with no bounds (shared by every such string), and the tail of an array
+# with no bounds: ``"[" space (item ("," space item)*)? "]" space``
+_FREE_STRING = 'string ::= "\\"" char* "\\"" space'
+_BOUNDED_STRING = f'string ::= "\\"" char{{0,{FREE_STRING_CHARS}}} "\\"" space'
+_FREE_ARRAY_TAIL = ')*)? "]" space'
+_BOUNDED_ARRAY_TAIL = f'){{0,{FREE_ARRAY_ITEMS - 1}}})? "]" space'
 _LOOSE_CHAR = r'char ::= [^"\\] |'
 _STRICT_CHAR = r'char ::= [^"\\\x7F\x00-\x1F] |'
 
@@ -29,7 +44,8 @@ def schema_grammar(schema: Mapping[str, Any]) -> str:
 
     try:
         grammar: str = json_schema_to_gbnf(json.dumps(for_grammar(schema)))  # typed Any by llama-cpp-python
-        return grammar.replace(_LOOSE_CHAR, _STRICT_CHAR, 1)
+        grammar = grammar.replace(_LOOSE_CHAR, _STRICT_CHAR, 1)
+        return grammar.replace(_FREE_STRING, _BOUNDED_STRING).replace(_FREE_ARRAY_TAIL, _BOUNDED_ARRAY_TAIL)
     except (ValueError, RuntimeError, KeyError, TypeError) as exc:
         raise ModelError(f"cannot make a grammar from the schema: {exc}") from None
 

@@ -13,8 +13,10 @@ next load. The text index:
   a small delta per term (Python lists) for upserts, folded into the CSR when it grows;
 * a posting counts only while its slot is alive and its version is the slot's current one: a changed text
   bumps the version (its old postings go stale), a delete clears ``alive``; folding drops both kinds;
-* BM25 (k1 1.2, b 0.75, idf ln(1 + (N − df + 0.5)/(df + 0.5))) over all live rows, like LanceDB's, so raw
-  scores keep the scale that ``appliance.core.scoring.text_score`` was calibrated on.
+* BM25 (k1 1.2, b 0.75, idf ln(1 + (N − df + 0.5)/(df + 0.5))), like LanceDB's, so raw scores keep the scale
+  that ``appliance.core.scoring.text_score`` was calibrated on; N, df and the average length are counted over
+  the searched project's live rows (over all live rows for a search across projects), so that one project's
+  documents never move another project's scores.
 
 Memory: 1.5 KiB per row for the vector (384 float32s) plus ~0.2 KiB for postings, columns and the
 vocabulary; see benchmarks/search_bench.py (``resident_mb``).
@@ -398,7 +400,8 @@ class ResidentTable:
             n = len(self._krefs)
             if not n:
                 return []
-            scores = self._bm25(self._expand(words) if fuzzy else self._exact(words), n)
+            scope = self._corpus(where, n)
+            scores = self._bm25(self._expand(words) if fuzzy else self._exact(words), n, scope)
             candidates = np.flatnonzero(self._mask(where, n) & (scores > 0))
             picked = self._best(candidates, scores, limit)
             return [(self._krefs[i], float(scores[i]), self._vectors[i].copy() if with_vectors else None)
@@ -421,14 +424,28 @@ class ResidentTable:
             tids.update(self._vocabulary.near(term, edits, MAX_EXPANSIONS))
         return tids
 
-    def _bm25(self, tids: Iterable[int], n: int) -> np.ndarray:
+    def _corpus(self, where: SearchFilter, n: int) -> np.ndarray | None:
+        """The rows whose statistics a query's BM25 uses: its project's live rows (so that one project's
+        documents never change another's scores), or every live row (None) for a search across projects."""
+        if not where.project:
+            return None
+        return self._alive[:n] & np.isin(self._columns["project"][:n],
+                                         self._codes["project"].allowed([where.project]))
+
+    def _bm25(self, tids: Iterable[int], n: int, scope: np.ndarray | None = None) -> np.ndarray:
+        """BM25 of every row for the query terms ``tids``; N, df and the average length counted over the rows
+        of ``scope`` (every live row when None)."""
         scores = np.zeros(n, dtype=np.float32)
-        live = len(self._position)
+        live = len(self._position) if scope is None else int(np.count_nonzero(scope))
         if not live:
             return scores
-        average = float(self._length[:n].sum(where=self._alive[:n])) / live or 1.0
+        counted = self._alive[:n] if scope is None else scope
+        average = float(self._length[:n].sum(where=counted)) / live or 1.0
         for tid in tids:
             slots, tf = self._postings(tid)
+            if scope is not None:
+                inside = scope[slots]
+                slots, tf = slots[inside], tf[inside]
             df = len(slots)
             if not df:
                 continue

@@ -25,6 +25,7 @@ from appliance.memory.client import Client
 from appliance.memory.recall import Recaller, RecallQuery, Stopwatch, check_spaces
 from appliance.memory.spaces import project_for, scopes
 from appliance.operations.recall import EngageInput, FulltextSearchInput, RecallInput, RecallMode, RetrieveInput
+from appliance.search.names import name_scores
 from appliance.services.model_work import ModelWork
 
 if TYPE_CHECKING:
@@ -133,8 +134,9 @@ class RecallService:
         return result
 
     def fulltext(self, args: FulltextSearchInput, client: Client) -> dict[str, Any]:
-        """Typo-tolerant item search; ``context`` is a project/space path prefix (by segments). ``auth_token``
-        is accepted for Kumiho's clients and ignored: a local appliance has no accounts."""
+        """Typo-tolerant item search over the revisions' text and the items' names (``matched_in`` says which
+        found an item); ``context`` is a project/space path prefix (by segments). ``auth_token`` is accepted
+        for Kumiho's clients and ignored: a local appliance has no accounts."""
         context = args.context.strip().strip("/")
         project = context.split("/", 1)[0] if context else None
         where = SearchFilter(project=project, spaces=("/" + context,) if context else (),
@@ -142,17 +144,22 @@ class RecallService:
         limit = min(args.limit, MAX_RESULTS)
         self.recaller.wait_for_index()
         hits = self.recaller.search.search(SearchRequest(args.query, where, "text", limit=limit * 3))
-        best: dict[str, float] = {}
+        best: dict[str, tuple[float, str]] = {}
         for hit in hits:
-            best.setdefault(str(krefs.parse(hit.revision_kref).item()), hit.score)
+            best.setdefault(str(krefs.parse(hit.revision_kref).item()), (hit.score, "revision"))
+        # items found by their names too, as Kumiho's search (and the gRPC door's Search) finds them
+        named = self.graph.item_names(context + "/" if context else "", args.kind, args.include_deprecated)
+        for item_kref, score in name_scores(args.query, named).items():
+            if score > best.get(item_kref, (0.0, ""))[0]:
+                best[item_kref] = (score, "item")
         entries: list[tuple[Any, dict[str, Any]]] = []
-        for item_kref, score in list(best.items())[:limit]:
+        for item_kref, (score, leg) in sorted(best.items(), key=lambda kv: (-kv[1][0], kv[0]))[:limit]:
             try:
                 item = self.graph.get_item(item_kref)
             except NotFound:  # deleted since it was indexed
                 continue
             entries.append((item, {"item": views.item_view(item, args.include_metadata), "score": round(score, 4),
-                                   "matched_in": "revision"}))
+                                   "matched_in": leg}))
         if args.include_revision_metadata or args.include_artifact_metadata:
             self._with_revisions(entries, args)
         results = [entry for _, entry in entries]

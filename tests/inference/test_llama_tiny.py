@@ -17,7 +17,7 @@ from appliance.core.ports import (
     ModelTimeout,
     ModelUnavailable,
 )
-from appliance.inference.grammar import clean_strings, for_grammar, schema_grammar
+from appliance.inference.grammar import FREE_ARRAY_ITEMS, FREE_STRING_CHARS, clean_strings, for_grammar, schema_grammar
 from appliance.inference.llm import SMOKE_SCHEMA, LlamaModel
 from tests.inference.conftest import Ticker
 
@@ -235,3 +235,27 @@ def test_lone_surrogates_in_answers_are_replaced() -> None:
 
 def test_grammar_strings_exclude_control_characters() -> None:
     assert r'char ::= [^"\\\x7F\x00-\x1F] |' in schema_grammar(SMOKE_SCHEMA)  # llama.cpp's rule, not the port's
+
+
+# The shape of Kumiho's stock sidecar's summary schema (strict, nothing bounded): strings, arrays of strings and
+# arrays of objects of strings, as it sends them to the OpenAI-compatible endpoint.
+_UNBOUNDED = {"type": "object", "additionalProperties": False, "required": ["title", "summary", "facts", "events"],
+              "properties": {"title": {"type": "string"}, "summary": {"type": "string"},
+                             "facts": {"type": "array", "items": {"type": "string"}},
+                             "events": {"type": "array", "items": {
+                                 "type": "object", "additionalProperties": False, "required": ["what", "who"],
+                                 "properties": {"what": {"type": "string"},
+                                                "who": {"type": "array", "items": {"type": "string"}}}}}}}
+
+
+def test_a_schema_that_bounds_nothing_gets_bounds_from_the_grammar(tiny: LlamaModel) -> None:
+    """Free strings and arrays are bounded as repetitions llama.cpp accepts (the converter's maxLength form,
+    one nested rule per character, is refused at these sizes), and answers still follow the schema."""
+    grammar = schema_grammar(_UNBOUNDED)
+    assert f"char{{0,{FREE_STRING_CHARS}}}" in grammar and "char*" not in grammar
+    assert f"{{0,{FREE_ARRAY_ITEMS - 1}}})? \"]\"" in grammar and ")*)?" not in grammar
+    for seed in range(3):
+        done = tiny.complete(ASK, schema=_UNBOUNDED, max_tokens=300, temperature=0.9, seed=seed)
+        assert done.completion_tokens > 0  # the grammar was accepted and generation ran
+        if done.finish == "stop":
+            jsonschema.validate(json.loads(done.text), _UNBOUNDED)

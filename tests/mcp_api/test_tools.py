@@ -9,9 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import grpc
 import httpx
 import pytest
 
+from appliance.grpc_api.descriptor import message
 from appliance.mcp_api.catalogue import tools
 from appliance.mcp_api.server import build_server
 from appliance.operations.catalogue import operations
@@ -122,6 +124,29 @@ def test_fulltext_search_tolerates_typos_and_filters_by_context(app: Running) ->
     typo, elsewhere = run(app, steps)
     assert any(r["item"]["space"] == "CognitiveMemory/notes/network" for r in typo["results"])
     assert all(r["item"]["space"].startswith("CognitiveMemory/preferences") for r in elsewhere["results"])
+
+
+def test_fulltext_search_finds_items_by_name_as_the_grpc_search_does(app: Running) -> None:
+    """An item whose name says what its text does not (``transport-schedule`` holding "the night bus
+    timetable") is found by its name, typos included, through MCP as through Kumiho's gRPC Search."""
+    async def steps(session: Any) -> dict[str, Any]:
+        await call(session, "kumiho_create_space", project_name="CognitiveMemory", space_name="travel")
+        item = await call(session, "kumiho_create_item", space_path="/CognitiveMemory/travel",
+                          item_name="transport-schedule", kind="note")
+        await call(session, "kumiho_create_revision", item_kref=item["item"]["kref"],
+                   metadata={"title": "Night bus", "summary": "The night bus timetable changes in winter."})
+        return await call(session, "kumiho_fulltext_search", query="transprot", context="CognitiveMemory/travel")
+
+    found = run(app, steps)
+    assert [(r["item"]["item_name"], r["matched_in"]) for r in found["results"]] == [("transport-schedule", "item")]
+    with grpc.insecure_channel(app.base_url.removeprefix("http://")) as channel:
+        search = channel.unary_unary("/kumiho.KumihoService/Search",
+                                     request_serializer=message("SearchRequest").SerializeToString,
+                                     response_deserializer=message("SearchResponse").FromString)
+        answer = search(message("SearchRequest")(query="transprot", context_filter="CognitiveMemory/travel"),
+                        timeout=30)
+    assert [(r.item.item_name, round(r.score, 4)) for r in answer.results] == [
+        ("transport-schedule", found["results"][0]["score"])]
 
 
 def test_credentials_are_replaced_before_anything_is_written(app: Running) -> None:

@@ -5,7 +5,22 @@ responses for a streaming method); methods in no table answer UNIMPLEMENTED."""
 
 from __future__ import annotations
 
-from appliance.grpc_api.rpcs import artifacts, batch, bundles, edges, projects, revisions, tags, traversal
+from appliance.grpc_api.rpcs import (
+    artifacts,
+    attributes,
+    batch,
+    bundles,
+    deprecation,
+    edges,
+    events,
+    items,
+    projects,
+    revisions,
+    search,
+    spaces,
+    tags,
+    traversal,
+)
 from appliance.grpc_api.server import Rpc
 
 
@@ -19,5 +34,6 @@ def _gather(*tables: dict[str, Rpc]) -> dict[str, Rpc]:
     return gathered
 
 
-RPCS: dict[str, Rpc] = _gather(projects.RPCS, revisions.RPCS, batch.RPCS, tags.RPCS, artifacts.RPCS, edges.RPCS,
-                               traversal.RPCS, bundles.RPCS)
+RPCS: dict[str, Rpc] = _gather(projects.RPCS, spaces.RPCS, items.RPCS, search.RPCS, attributes.RPCS,
+                               deprecation.RPCS, events.RPCS, revisions.RPCS, batch.RPCS, tags.RPCS,
+                               artifacts.RPCS, edges.RPCS, traversal.RPCS, bundles.RPCS)

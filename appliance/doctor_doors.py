@@ -1,0 +1,141 @@
+"""The running appliance's doors, checked by ``kumiho-ce doctor`` with a real request through each: HTTP
+(``GET /api/_live``, the probe Kumiho's clients use), gRPC (``GetProjects``, what Kumiho's SDK, its stock
+sidecar and Revka's Operator speak on the same port), the working-memory Redis listener (``PING``) and the
+OpenAI-compatible ``/v1`` (``GET /v1/models``). Loopback or the configured host only; nothing is written."""
+
+from __future__ import annotations
+
+import json
+import socket
+import urllib.error
+import urllib.request
+from typing import Any
+
+from appliance.config import Settings
+from appliance.doctor import Check
+
+TIMEOUT = 5.0  # seconds per probe: a healthy appliance answers each in milliseconds
+WHO_NEEDS_GRPC = "Kumiho's SDK, its stock kumiho-mcp sidecar and Revka's Operator"
+
+
+def check_doors(settings: Settings, host: str, port: int, token: str | None) -> list[Check]:
+    live = _check_http(host, port)
+    if live.status == "fail":
+        return [live]  # nothing else will answer either
+    return [live, _check_grpc(settings, host, port, token), _check_redis(settings, token),
+            _check_openai(settings, host, port, token)]
+
+
+def _url(host: str, port: int, path: str) -> str:
+    return f"http://{'[' + host + ']' if ':' in host else host}:{port}{path}"
+
+
+def _get(url: str, token: str | None) -> Any:
+    request = urllib.request.Request(url, headers={"authorization": f"Bearer {token}"} if token else {})
+    with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+        return json.load(response)
+
+
+def _check_http(host: str, port: int) -> Check:
+    url = _url(host, port, "/api/_live")
+    try:
+        body = _get(url, None)
+    except (OSError, ValueError) as exc:
+        return Check("http", "fail", f"{url} does not answer ({exc}); is the appliance still starting?")
+    if not isinstance(body, dict) or body.get("deployment_mode") != "self_hosted_ce":
+        return Check("http", "fail", f"{url} answers, but not as a Kumiho local CE: another program holds the port?")
+    return Check("http", "ok", f"{url}: deployment_mode self_hosted_ce, version {body.get('version')}")
+
+
+def _check_grpc(settings: Settings, host: str, port: int, token: str | None) -> Check:
+    """One real ``kumiho.KumihoService/GetProjects`` call over plaintext HTTP/2 on the HTTP port."""
+    if not settings.kumiho.grpc:
+        return Check("grpc", "warn", f"off ([kumiho] grpc = false): {WHO_NEEDS_GRPC} cannot use this appliance")
+    import grpc
+
+    from appliance.grpc_api.descriptor import message
+
+    request_type, response_type = message("GetProjectsRequest"), message("GetProjectsResponse")
+    target = f"{'[' + host + ']' if ':' in host else host}:{port}"
+    metadata = [("authorization", f"Bearer {token}")] if token else None
+    # no proxy: the appliance is on this machine (or the configured host), never behind http_proxy
+    with grpc.insecure_channel(target, options=[("grpc.enable_http_proxy", 0)]) as channel:
+        get_projects = channel.unary_unary("/kumiho.KumihoService/GetProjects",
+                                           request_serializer=request_type.SerializeToString,
+                                           response_deserializer=response_type.FromString)
+        try:
+            answer: Any = get_projects(request_type(), timeout=TIMEOUT, metadata=metadata)
+        except grpc.RpcError as exc:
+            return _grpc_refusal(target, exc.code(), exc.details())
+    return Check("grpc", "ok", f"kumiho.KumihoService answers on {target} (GetProjects: {len(answer.projects)} "
+                 f"project{'' if len(answer.projects) == 1 else 's'})")
+
+
+def _grpc_refusal(target: str, code: Any, details: str | None) -> Check:
+    import grpc
+
+    said = f"{code.name}: {details}" if details else code.name
+    if code == grpc.StatusCode.UNAUTHENTICATED:
+        return Check("grpc", "fail", f"{target} refused doctor's token ({said}); run doctor as the user who owns "
+                     "the data directory, or set api_token")
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return Check("grpc", "warn", f"GetProjects on {target} got no answer within {TIMEOUT:.0f} s; the appliance "
+                     "may be busy")
+    return Check("grpc", "fail", f"{target} does not serve Kumiho's gRPC ({said}): {WHO_NEEDS_GRPC} cannot use it. "
+                 "Is this kumiho-ce older than its gRPC API, or another program on the port?")
+
+
+def _check_redis(settings: Settings, token: str | None) -> Check:
+    """``PING`` on the working-memory listener (always loopback), after ``AUTH`` with the appliance's token when
+    doctor can read it (required there when the appliance requires its token). Reply lines are all it reads."""
+    port = settings.kumiho.redis_port
+    if port == 0:
+        return Check("redis", "ok", "off ([kumiho] redis_port = 0): the stock Kumiho sidecar then needs "
+                     "KUMIHO_MEMORY_PROXY_URL (POST /api/memory/redis) for its working memory")
+    where = f"127.0.0.1:{port}"
+    auth = _resp("AUTH", token) if token else b""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as conn:
+            conn.sendall(auth + _resp("PING"))
+            replies = conn.makefile("rb")
+            authed = replies.readline(512) if auth else b"+OK"
+            reply = replies.readline(512)
+    except OSError as exc:
+        return Check("redis", "warn", f"nothing answers on {where} ({exc.strerror or exc}): the stock Kumiho "
+                     "sidecar's working memory (KUMIHO_UPSTASH_REDIS_URL) will fail; is the port taken by another "
+                     "program (the appliance log says so)?")
+    if reply.startswith(b"+PONG"):
+        return Check("redis", "ok", f"working memory answers PING on {where}")
+    if reply.startswith(b"-NOAUTH") or authed.startswith(b"-WRONGPASS"):
+        what = "refused doctor's token" if token else "asks for the appliance's token, which doctor cannot read"
+        return Check("redis", "fail", f"working memory on {where} {what}; run doctor as the user who owns the data "
+                     "directory, or set api_token")
+    return Check("redis", "warn", f"{where} answered PING with {reply[:60]!r}: another program holds the port? "
+                 "Set [kumiho] redis_port to a free one")
+
+
+def _resp(*parts: str) -> bytes:
+    """One command in the Redis protocol's request form (an array of bulk strings)."""
+    encoded = [part.encode() for part in parts]
+    return b"*%d\r\n" % len(encoded) + b"".join(b"$%d\r\n%s\r\n" % (len(p), p) for p in encoded)
+
+
+def _check_openai(settings: Settings, host: str, port: int, token: str | None) -> Check:
+    if not settings.inference.openai_api:
+        return Check("openai", "ok", "off ([inference] openai_api = false): the stock sidecar's LLM features need "
+                     "another KUMIHO_LLM_BASE_URL")
+    url = _url(host, port, "/v1/models")
+    try:
+        body = _get(url, token)
+    except urllib.error.HTTPError as exc:
+        if exc.code in (401, 403):
+            return Check("openai", "fail", f"{url} refused doctor's token ({exc.code}); run doctor as the user who "
+                         "owns the data directory, or set api_token")
+        return Check("openai", "warn", f"{url} answers {exc.code}: the OpenAI-compatible API is not served")
+    except (OSError, ValueError) as exc:
+        return Check("openai", "warn", f"{url} does not answer ({exc})")
+    models = [str(m.get("id")) for m in body.get("data", []) if isinstance(m, dict)] if isinstance(body, dict) else []
+    if not models:
+        return Check("openai", "warn", f"{url} lists no model: chat completions will fail until a chat model is "
+                     "installed (kumiho-ce models install)")
+    return Check("openai", "ok", f"{url}: {', '.join(models[:5])}")

@@ -1,0 +1,133 @@
+"""EventStream over Kumiho's gRPC: a stream sees writes made after it starts, resumes from a cursor and
+replays from the beginning, filters by routing key and kref, is bounded in number, and ends when the appliance
+stops; GetEventCapabilities says what it supports."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import grpc
+
+from appliance.grpc_api.descriptor import message
+from appliance.grpc_api.rpcs.events import MAX_STREAMS
+from tests.appliance_process import Running
+from tests.grpc_api.conftest import Stub, msg
+
+_names = itertools.count()
+
+
+@contextmanager
+def writing(stub: Stub, prefix: str) -> Iterator[list[str]]:
+    """Create a project every 0.2 s until the block ends: writes that surely come after a stream started."""
+    made: list[str] = []
+    stop = threading.Event()
+
+    def run() -> None:
+        while not stop.wait(0.2):
+            name = f"{prefix}{next(_names)}"
+            stub.CreateProject(message("CreateProjectRequest")(name=name), timeout=30)
+            made.append(name)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        yield made
+    finally:
+        stop.set()
+        thread.join(30)
+
+
+def _stream(stub: Stub, **fields: Any) -> Any:
+    return stub.EventStream(msg("EventStreamRequest", **fields), timeout=60)
+
+
+def test_resume_from_a_cursor_and_replay_from_the_beginning(stub: Stub, unique: str) -> None:
+    live = _stream(stub, kref_filter=f"kref://{unique}*")
+    try:
+        with writing(stub, unique):
+            first = next(live)
+    finally:
+        live.cancel()
+    assert first.routing_key == "project.created" and first.cursor.isdigit()
+    assert first.timestamp.endswith("+00:00") and first.username == "local"
+    resumed = _stream(stub, from_cursor=str(int(first.cursor) - 1), kref_filter=first.kref.uri)
+    again = next(resumed)
+    resumed.cancel()
+    assert (again.cursor, again.kref.uri) == (first.cursor, first.kref.uri)
+    replay = _stream(stub, from_beginning=True)
+    oldest = next(replay)
+    replay.cancel()
+    assert int(oldest.cursor) < int(first.cursor)
+    since = _stream(stub, from_timestamp=first.timestamp, kref_filter=first.kref.uri)
+    assert next(since).cursor == first.cursor
+    since.cancel()
+
+
+def test_filters_by_routing_key_and_kref(stub: Stub, unique: str) -> None:
+    stub.CreateProject(message("CreateProjectRequest")(name=unique), timeout=30)
+    stream = _stream(stub, routing_key_filter="space.#", kref_filter=f"kref://{unique}/**")
+    try:
+        stub.CreateSpace(msg("CreateSpaceRequest", parent_path=f"/{unique}", space_name="other"), timeout=30)
+        stub.CreateProject(message("CreateProjectRequest")(name=f"{unique}x"), timeout=30)  # not a space
+        with writing(stub, f"{unique}y"):  # events of other projects: filtered out
+            for name in ("a", "b"):
+                stub.CreateSpace(msg("CreateSpaceRequest", parent_path=f"/{unique}", space_name=name), timeout=30)
+            got = [next(stream) for _ in range(2)]
+    finally:
+        stream.cancel()
+    assert all(e.routing_key == "space.created" and e.kref.uri.startswith(f"kref://{unique}/") for e in got)
+
+
+def test_capabilities_and_refusals(stub: Stub) -> None:
+    caps = stub.GetEventCapabilities(msg("GetEventCapabilitiesRequest"), timeout=30)
+    assert caps.supports_replay and caps.supports_cursor and not caps.supports_consumer_groups
+    for fields, field in (({"consumer_group": "g"}, "consumer_group"), ({"from_cursor": "x"}, "cursor"),
+                          ({"from_timestamp": "yesterday"}, "from_timestamp")):
+        stream = _stream(stub, **fields)
+        try:
+            next(stream)
+            raise AssertionError("the stream was not refused")
+        except grpc.RpcError as error:
+            assert error.code() == grpc.StatusCode.INVALID_ARGUMENT and field in (error.details() or "")
+
+
+def test_streams_are_bounded_and_each_sees_later_writes(stub: Stub, unique: str) -> None:
+    streams = [_stream(stub, routing_key_filter="project.created") for _ in range(MAX_STREAMS + 1)]
+    refused, received = 0, []
+    try:
+        with writing(stub, f"{unique}w") as made:
+            for stream in streams:
+                try:
+                    received.append(next(stream))
+                except grpc.RpcError as error:
+                    assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, error
+                    assert f"{MAX_STREAMS} event streams" in (error.details() or "")
+                    refused += 1
+        assert refused == 1 and len(received) == MAX_STREAMS
+        assert all(e.routing_key == "project.created" and e.kref.uri.removeprefix("kref://") in made
+                   for e in received)
+    finally:
+        for stream in streams:
+            stream.cancel()
+
+
+def test_a_stream_ends_when_the_appliance_stops(appliance: Running, stub: Stub) -> None:
+    with writing(stub, "stopping"):
+        for _ in range(50):  # the streams of the test before may still be closing: their places come back
+            stream = _stream(stub)
+            try:
+                next(stream)  # the stream is running
+                break
+            except grpc.RpcError as error:
+                assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, error
+    appliance.stop()
+    try:
+        for _ in stream:
+            pass
+        raise AssertionError("the stream ended without a status")
+    except grpc.RpcError as error:
+        assert error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED), error
