@@ -99,7 +99,9 @@ def test_typo_tolerant_search(appliance: Appliance, project_name: str) -> None:
     assert [hit["kref"] for hit in seen["metadata"]][:1] == [f"{base}/transport-schedule.note"]
     assert seen["nothing"] == []
 
-    # the appliance's own search finds the same item by what its revision says
+    # the appliance's own search answers as gRPC does: by name with the typo, and by what a revision says
+    rest = appliance.rest("/api/v1/items/fulltext-search", query="transprot", context=project_name)
+    assert {hit["item"]["kref"] for hit in rest[:2]} == set(typo[:2]), rest
     rest = appliance.rest("/api/v1/items/fulltext-search", query="night bus timetable", context=project_name)
     assert [hit["item"]["kref"] for hit in rest][:1] == [f"{base}/transport-schedule.note"], rest
 
