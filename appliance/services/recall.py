@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, Literal
 from appliance.core import insights
 from appliance.core import kref as krefs
 from appliance.core.search import SearchFilter, SearchRequest
-from appliance.errors import NotFound
 from appliance.graph import GraphStore
 from appliance.memory import records, views
 from appliance.memory.augmented import augmented_recall
@@ -152,11 +151,12 @@ class RecallService:
         for item_kref, score in name_scores(args.query, named).items():
             if score > best.get(item_kref, (0.0, ""))[0]:
                 best[item_kref] = (score, "item")
+        ranked = sorted(best.items(), key=lambda kv: (-kv[1][0], kv[0]))[:limit]
+        items = self.graph.items_by_kref([item_kref for item_kref, _ in ranked])  # one read for the page
         entries: list[tuple[Any, dict[str, Any]]] = []
-        for item_kref, (score, leg) in sorted(best.items(), key=lambda kv: (-kv[1][0], kv[0]))[:limit]:
-            try:
-                item = self.graph.get_item(item_kref)
-            except NotFound:  # deleted since it was indexed
+        for item_kref, (score, leg) in ranked:
+            item = items.get(item_kref)
+            if item is None:  # deleted since it was indexed
                 continue
             entries.append((item, {"item": views.item_view(item, args.include_metadata), "score": round(score, 4),
                                    "matched_in": leg}))
