@@ -13,7 +13,7 @@ from typing import Any
 import grpc
 
 from appliance.grpc_api.descriptor import message
-from appliance.grpc_api.rpcs.events import MAX_STREAMS
+from appliance.grpc_api.rpcs.events import MAX_STREAMS, MAX_WILDCARDS
 from tests.appliance_process import Running
 from tests.grpc_api.conftest import Stub, msg
 
@@ -86,13 +86,61 @@ def test_capabilities_and_refusals(stub: Stub) -> None:
     caps = stub.GetEventCapabilities(msg("GetEventCapabilitiesRequest"), timeout=30)
     assert caps.supports_replay and caps.supports_cursor and not caps.supports_consumer_groups
     for fields, field in (({"consumer_group": "g"}, "consumer_group"), ({"from_cursor": "x"}, "cursor"),
-                          ({"from_timestamp": "yesterday"}, "from_timestamp")):
+                          ({"from_timestamp": "yesterday"}, "from_timestamp"),
+                          ({"kref_filter": "kref://p/" + "*/" * (MAX_WILDCARDS + 1)}, "kref_filter")):
         stream = _stream(stub, **fields)
         try:
             next(stream)
             raise AssertionError("the stream was not refused")
         except grpc.RpcError as error:
             assert error.code() == grpc.StatusCode.INVALID_ARGUMENT and field in (error.details() or "")
+
+
+def _answers_meanwhile(appliance: Running) -> None:
+    """A call on a channel of its own is answered within its deadline: the appliance is not frozen."""
+    with grpc.insecure_channel(appliance.base_url.removeprefix("http://")) as other:
+        Stub(other).GetProjects(msg("GetProjectsRequest"), timeout=10)
+
+
+def test_a_filter_that_would_backtrack_does_not_freeze_the_appliance(appliance: Running, stub: Stub,
+                                                                      unique: str) -> None:
+    # As a regular expression this filter took minutes on the kref of an item named 'a' * 60, holding the GIL
+    adversarial = f"kref://{unique}/" + "**a" * 8 + "**b"
+    stub.CreateProject(message("CreateProjectRequest")(name=unique), timeout=30)
+    stub.CreateSpace(msg("CreateSpaceRequest", parent_path=f"/{unique}", space_name="s"), timeout=30)
+    stream = stub.EventStream(msg("EventStreamRequest", kref_filter=adversarial), timeout=30)
+    try:
+        stub.CreateItem(msg("CreateItemRequest", parent_path=f"/{unique}/s", item_name="a" * 60, kind="note"),
+                        timeout=30)
+        stub.CreateItem(msg("CreateItemRequest", parent_path=f"/{unique}/s", item_name="a" * 8, kind="b"),
+                        timeout=30)
+        _answers_meanwhile(appliance)
+        try:
+            served = next(stream)
+        except grpc.RpcError as error:  # refused: more wildcards than a filter may have
+            assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error
+            assert "kref_filter" in (error.details() or "") and f"at most {MAX_WILDCARDS}" in (error.details() or "")
+        else:
+            assert served.kref.uri == f"kref://{unique}/s/{'a' * 8}.b"
+    finally:
+        stream.cancel()
+
+
+def test_a_filter_of_as_many_wildcards_as_allowed_matches_in_time(appliance: Running, stub: Stub,
+                                                                   unique: str) -> None:
+    hardest = f"kref://{unique}/" + "**a" * (MAX_WILDCARDS - 1) + "**b"  # as many wildcards as a filter may have
+    stub.CreateProject(message("CreateProjectRequest")(name=unique), timeout=30)
+    stub.CreateSpace(msg("CreateSpaceRequest", parent_path=f"/{unique}", space_name="s"), timeout=30)
+    stream = stub.EventStream(msg("EventStreamRequest", kref_filter=hardest), timeout=30)
+    try:
+        for name, kind in (("a" * 60, "note"), ("a" * 7, "b"), ("a" * 6, "b"), ("a" * 60, "b")):
+            stub.CreateItem(msg("CreateItemRequest", parent_path=f"/{unique}/s", item_name=name, kind=kind),
+                            timeout=30)
+        _answers_meanwhile(appliance)
+        got = [next(stream).kref.uri for _ in range(2)]  # the stream's deadline bounds the wait
+    finally:
+        stream.cancel()
+    assert got == [f"kref://{unique}/s/{'a' * 7}.b", f"kref://{unique}/s/{'a' * 60}.b"]  # not six a's, not .note
 
 
 def test_streams_are_bounded_and_each_sees_later_writes(stub: Stub, unique: str) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 from google.protobuf.message import Message
 
 from appliance.core import kref as krefs
+from appliance.core import names
 from appliance.errors import InvalidArgument
 from appliance.graph import GraphStore
 from appliance.grpc_api import convert
@@ -31,6 +32,7 @@ from appliance.grpc_api.server import Rpc, RpcCall
 
 MAX_STREAMS = 8  # of the door's 32 worker threads (server.WORKERS): the other calls keep the rest
 MAX_FILTER = 512  # characters of a routing-key or kref filter
+MAX_WILDCARDS = names.MAX_WILDCARDS  # in a kref filter, as in the other glob filters (ItemSearch)
 BATCH = 500  # events read from the graph at a time
 WAIT_SECONDS = 0.5  # between checks that the client is still there, while nothing happens
 USERNAME = "local"
@@ -175,23 +177,61 @@ def _topic_matches(pattern: tuple[str, ...], key: tuple[str, ...]) -> bool:
 def _kref_matcher(pattern: str) -> Any:
     if not pattern:
         return lambda kref: True
-    regex = _glob_regex(pattern)
-    return lambda kref: regex.fullmatch(kref) is not None
+    glob = _kref_glob(pattern)
+    return lambda kref: _glob_matches(glob, kref)
 
 
-@lru_cache(maxsize=1024)
-def _glob_regex(pattern: str) -> re.Pattern[str]:
-    out = []
-    for token in re.split(r"(\*\*/?|\*|\?)", pattern):
-        if token in ("**", "**/"):
-            out.append(r"(?:.*/)?" if token == "**/" else r".*")
-        elif token == "*":
-            out.append(r"[^/]*")
-        elif token == "?":
-            out.append(r"[^/]")
+_GLOB_TOKENS = re.compile(r"(\*\*/?|\*|\?)")
+
+
+@lru_cache(maxsize=64)
+def _kref_glob(pattern: str) -> tuple[str, ...]:
+    """The pattern's pieces: wildcards (``**/``, ``**``, ``*``, ``?``) and the literal text between them, at
+    most ``MAX_WILDCARDS`` wildcards. A regular expression would do, but Python's ``re`` backtracks: a short
+    filter of many ``**`` took minutes on one event kref, holding the GIL, and froze every door."""
+    pieces = tuple(piece for piece in _GLOB_TOKENS.split(pattern) if piece)
+    wildcards = sum(1 for piece in pieces if piece in _WILDCARDS)
+    if wildcards > MAX_WILDCARDS:
+        raise InvalidArgument(f"kref_filter: at most {MAX_WILDCARDS} wildcards (each '*', '**' or '?' counts one; "
+                              f"got {wildcards}); use fewer, e.g. 'kref://films/**/*.model'", field="kref_filter")
+    return pieces
+
+
+_WILDCARDS = frozenset({"**/", "**", "*", "?"})
+
+
+def _glob_matches(pieces: tuple[str, ...], text: str) -> bool:
+    """Whether ``text`` matches the whole glob: ``*`` any run without '/', ``**`` any run, ``**/`` nothing or
+    any run ending in '/', ``?`` one character but '/'. It follows every way of matching at once (the set of
+    positions each piece can end at), so the work is at most pieces × length of ``text``, never exponential."""
+    at = {0}
+    end = len(text)
+    for piece in pieces:
+        if piece == "*":
+            at = _runs_without_slash(text, at)
+        elif piece == "**":
+            at = set(range(min(at), end + 1))
+        elif piece == "**/":
+            at = at | {slash + 1 for slash in range(min(at), end) if text[slash] == "/"}
+        elif piece == "?":
+            at = {p + 1 for p in at if p < end and text[p] != "/"}
         else:
-            out.append(re.escape(token))
-    return re.compile("".join(out))
+            at = {p + len(piece) for p in at if text.startswith(piece, p)}
+        if not at:
+            return False
+    return end in at
+
+
+def _runs_without_slash(text: str, starts: set[int]) -> set[int]:
+    """Every position reachable from one of ``starts`` over characters that are not '/' (each position once)."""
+    reach: set[int] = set()
+    covered = 0
+    for start in sorted(starts):
+        stop = text.find("/", start)
+        stop = len(text) if stop < 0 else stop
+        reach.update(range(max(start, covered), stop + 1))
+        covered = stop + 1
+    return reach
 
 
 RPCS: dict[str, Rpc] = {"EventStream": event_stream, "GetEventCapabilities": get_event_capabilities}
