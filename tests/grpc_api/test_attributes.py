@@ -50,6 +50,23 @@ def test_a_credential_in_a_value_is_redacted(stub: Stub, unique: str) -> None:
     assert secret not in value and "[secret]" in value
 
 
+def test_a_value_under_a_credential_key_is_redacted_and_a_credential_key_refused(stub: Stub, unique: str) -> None:
+    stub.CreateProject(message("CreateProjectRequest")(name=unique), timeout=30)
+    stub.CreateSpace(msg("CreateSpaceRequest", parent_path=f"/{unique}", space_name="team"), timeout=30)
+    for where in (f"/{unique}", f"/{unique}/team"):  # a project by kref path, a space by its path
+        for key, value in (("password", "hunter2-plain"), ("api_key", "sk-live-abc"), ("DB_PASSWORD", "pw")):
+            stub.SetAttribute(msg("SetAttributeRequest", kref=kref(where), key=key, value=value), timeout=30)
+            assert _get(stub, where, key) == ("[secret]", True), (where, key)
+    space = stub.GetSpace(msg("GetSpaceRequest", path_or_kref=f"/{unique}/team"), timeout=30)
+    assert space.metadata["password"] == "[secret]"
+    secret = "ghp_" + "abcdefghijklmnopqrstuvwxyz0123456789"
+    refused = rpc_error(stub.SetAttribute, msg("SetAttributeRequest", kref=kref(f"/{unique}"), key=secret, value="v"),
+                        timeout=30)
+    assert refused.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert (refused.details() or "").startswith("key:") and secret not in (refused.details() or "")
+    assert _get(stub, f"/{unique}", secret) == ("", False)
+
+
 def test_missing_entities_and_keys_are_refused(stub: Stub, unique: str) -> None:
     missing = rpc_error(stub.GetAttribute, msg("GetAttributeRequest", kref=kref(f"/{unique}-none/x"), key="k"),
                         timeout=30)

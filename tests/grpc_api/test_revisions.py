@@ -81,6 +81,12 @@ def test_an_idempotency_key_makes_a_retry_return_the_first_revision(appliance: R
     assert other.number == 2
     listed = stub.call("GetRevisions", msg("GetRevisionsRequest", item_kref=kref(item)))
     assert len(listed.revisions) == 2
+    elsewhere = stub.CreateItem(msg("CreateItemRequest", parent_path=f"/{unique}/s", item_name="villain",
+                                    kind="model"), timeout=30)
+    taken = rpc_error(stub.CreateRevision, msg("CreateRevisionRequest", item_kref=elsewhere.kref),
+                      metadata=(("x-idempotency-key", "turn-7"),), timeout=30)
+    assert taken.code() == grpc.StatusCode.INVALID_ARGUMENT and f"{item}?r=1" in (taken.details() or "")
+    assert (taken.details() or "").startswith("x-idempotency-key:")
 
 
 def test_bundles_take_no_revisions_directly(appliance: Running, stub: Stub, unique: str) -> None:
@@ -182,3 +188,10 @@ def test_credentials_are_redacted_before_anything_is_stored(appliance: Running, 
     assert "sk-abc" not in stored.metadata["note"]
     error = rpc_error(stub.call, "TagRevision", msg("TagRevisionRequest", kref=kref(made.kref.uri), tag=secret))
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT and error.details().startswith("tag:")
+    token = "ghp_" + "abcdefghijklmnopqrstuvwxyz0123456789"  # an idempotency key is stored as given: refused
+    keyed = rpc_error(stub.CreateRevision, msg("CreateRevisionRequest", item_kref=kref(item), metadata={"k": "v"}),
+                      metadata=(("x-idempotency-key", token),), timeout=30)
+    assert keyed.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert (keyed.details() or "").startswith("x-idempotency-key:") and token not in (keyed.details() or "")
+    listed = stub.call("GetRevisions", msg("GetRevisionsRequest", item_kref=kref(item)))
+    assert all(token not in str(dict(r.metadata)) for r in listed.revisions)

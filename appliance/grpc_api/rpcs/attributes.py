@@ -10,17 +10,22 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from appliance.core.redaction import redact_arguments
+from appliance.core import redaction
 from appliance.errors import InvalidArgument
 from appliance.grpc_api import convert
 from appliance.grpc_api.descriptor import message
+from appliance.grpc_api.rpcs._boundary import redacted
 from appliance.grpc_api.server import Rpc, RpcCall
 
 
 def set_attribute(call: RpcCall, request: Any) -> Message:
+    """The value crosses the write boundary as metadata under its key does (``password``, ``api_key``… values
+    become ``[secret]`` whole); the key addresses the attribute, so one holding a credential is refused."""
     ref, key = _address(request)
-    args, _ = redact_arguments({"kref": ref, "value": request.value})
-    call.services.graph.set_attribute(ref, key, args["value"])
+    redaction.refuse_credential(key, "key")
+    args = redacted(kref=ref, metadata={key: request.value})
+    [(stored_key, value)] = args["metadata"].items()
+    call.services.graph.set_attribute(args["kref"], stored_key, value)
     return convert.status(f"{key} set")
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from google.protobuf.message import Message
 
 from appliance.core import kref as krefs
-from appliance.core import names
+from appliance.core import names, redaction
 from appliance.core.model import Revision, every_item
 from appliance.errors import AlreadyExists, InvalidArgument, NotFound
 from appliance.graph import GraphStore
@@ -115,6 +115,7 @@ def create_revision(call: RpcCall, request: Any) -> Message:
     if len(key) > MAX_IDEMPOTENCY_KEY:
         raise InvalidArgument(f"{IDEMPOTENCY_HEADER}: at most {MAX_IDEMPOTENCY_KEY} characters",
                               field=IDEMPOTENCY_HEADER)
+    redaction.refuse_credential(key, IDEMPOTENCY_HEADER)  # it identifies the call: stored as given, not redacted
     args = redacted(item_kref=text, metadata=dict(request.metadata))
     meta = names.metadata(args["metadata"])
     if key:
@@ -139,8 +140,14 @@ def create_revision(call: RpcCall, request: Any) -> Message:
 
 
 def _with_key(graph: GraphStore, item_kref: str, key: str) -> Revision | None:
-    revisions = every_item(lambda cursor: graph.list_revisions(item_kref, page_size=_EVERY, cursor=cursor))
-    return next((r for r in revisions if r.metadata.get(IDEMPOTENCY_KEY) == key), None)
+    """The revision an earlier call with this idempotency key created (one filtered read of the project's
+    revisions, as BatchCreateRevisions replays its keys), or None. A key is one call's identity: a key that
+    already names a revision of another item is refused rather than reused."""
+    found = graph.revisions_with_metadata(krefs.parse(item_kref).project, IDEMPOTENCY_KEY, [key]).get(key)
+    if found is not None and found.item_kref != item_kref:
+        raise InvalidArgument(f"{IDEMPOTENCY_HEADER}: this key already names {found.kref}, a revision of another "
+                              "item; give each new revision a key of its own", field=IDEMPOTENCY_HEADER)
+    return found
 
 
 def _numbered(graph: GraphStore, item_kref: str, number: int, exists_error: bool) -> Revision | None:
