@@ -15,16 +15,16 @@ from typing import Any
 from google.protobuf.message import Message
 
 from appliance.core import kref as krefs
-from appliance.core.redaction import redact_arguments
 from appliance.errors import AlreadyExists, InvalidArgument
 from appliance.grpc_api import convert
 from appliance.grpc_api.descriptor import message
+from appliance.grpc_api.rpcs._boundary import redacted
 from appliance.grpc_api.server import Rpc, RpcCall
 
 
 def create_item(call: RpcCall, request: Any) -> Message:
-    args, _ = redact_arguments({"space_path": request.parent_path, "item_name": request.item_name,
-                                "kind": request.kind})
+    args = redacted(space_path=request.parent_path, item_name=request.item_name,
+                    kind=request.kind)
     space = _parent(args["space_path"])
     try:
         item = call.services.graph.create_item(space, args["item_name"], args["kind"], exists_error=True)
@@ -71,7 +71,7 @@ def delete_item(call: RpcCall, request: Any) -> Message:
 
 def update_item_metadata(call: RpcCall, request: Any) -> Message:
     kref = convert.uri(request.kref, "kref")
-    args, _ = redact_arguments({"metadata": dict(request.metadata)})
+    args = redacted(metadata=dict(request.metadata))
     return convert.item_response(call.services.graph.update_item_metadata(kref, args["metadata"]))
 
 

@@ -15,10 +15,10 @@ from typing import Any
 from google.protobuf.message import Message
 
 from appliance.core.model import Project
-from appliance.core.redaction import redact_arguments
 from appliance.errors import AlreadyExists, InvalidArgument, NotFound
 from appliance.grpc_api import convert
 from appliance.grpc_api.descriptor import message
+from appliance.grpc_api.rpcs._boundary import redacted
 from appliance.grpc_api.server import Rpc, RpcCall
 
 
@@ -28,8 +28,8 @@ def get_projects(call: RpcCall, request: Any) -> Message:
 
 
 def create_project(call: RpcCall, request: Any) -> Message:
-    args, _ = redact_arguments({"project": request.name, "description": request.description,
-                                "metadata": dict(request.metadata)})
+    args = redacted(project=request.name, description=request.description,
+                    metadata=dict(request.metadata))
     graph = call.services.graph
     try:
         project = graph.create_project(args["project"], args["description"], args["metadata"], exists_error=True)
@@ -54,7 +54,7 @@ def project_named(call: RpcCall, project_id: str) -> Project:
 
 def update_project(call: RpcCall, request: Any) -> Message:
     project = project_named(call, request.project_id)
-    args, _ = redact_arguments({"description": request.description, "metadata": dict(request.metadata)})
+    args = redacted(description=request.description, metadata=dict(request.metadata))
     updated = call.services.graph.update_project(
         project.name,
         description=args["description"] if request.HasField("description") else None,

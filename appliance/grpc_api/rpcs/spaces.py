@@ -12,16 +12,16 @@ from typing import Any
 from google.protobuf.message import Message
 
 from appliance.core import kref as krefs
-from appliance.core.redaction import redact_arguments
 from appliance.errors import AlreadyExists, InvalidArgument
 from appliance.grpc_api import convert
 from appliance.grpc_api.descriptor import message
+from appliance.grpc_api.rpcs._boundary import redacted
 from appliance.grpc_api.server import Rpc, RpcCall
 
 
 def create_space(call: RpcCall, request: Any) -> Message:
-    args, _ = redact_arguments({"space_path": request.parent_path, "space_hint": request.space_name,
-                                "metadata": dict(request.metadata)})
+    args = redacted(space_path=request.parent_path, space_hint=request.space_name,
+                    metadata=dict(request.metadata))
     graph = call.services.graph
     parent = krefs.space_path(krefs.parse_space_path(args["space_path"], "parent_path"))
     try:
@@ -56,7 +56,7 @@ def delete_space(call: RpcCall, request: Any) -> Message:
 def update_space_metadata(call: RpcCall, request: Any) -> Message:
     """The SDK sends the space's path (not a kref) in ``kref.uri``; a space kref works too."""
     path = _path(convert.uri(request.kref, "kref"), "kref")
-    args, _ = redact_arguments({"metadata": dict(request.metadata)})
+    args = redacted(metadata=dict(request.metadata))
     return convert.space_response(call.services.graph.update_space_metadata(path, args["metadata"]))
 
 
