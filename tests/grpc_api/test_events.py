@@ -4,15 +4,19 @@ stops; GetEventCapabilities says what it supports."""
 
 from __future__ import annotations
 
+import gc
 import itertools
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import grpc
 
+from appliance.graph import GraphStore
 from appliance.grpc_api.descriptor import message
+from appliance.grpc_api.rpcs import events
 from appliance.grpc_api.rpcs.events import MAX_STREAMS, MAX_WILDCARDS
 from tests.appliance_process import Running
 from tests.grpc_api.conftest import Stub, msg
@@ -179,3 +183,18 @@ def test_a_stream_ends_when_the_appliance_stops(appliance: Running, stub: Stub) 
         raise AssertionError("the stream ended without a status")
     except grpc.RpcError as error:
         assert error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED), error
+
+
+def test_each_graph_has_its_own_waker_and_a_closed_one_leaves_none(tmp_path: Path) -> None:
+    """In-process apps open and close graphs: the streams' wakers must not outlive them (nor be found again
+    by a later graph that happens to reuse a closed one's memory)."""
+    before = len(events._wakers)
+    for round_ in range(3):
+        with GraphStore.open(tmp_path / f"g{round_}" / "graph.kuzu", buffer_pool_mb=64, readers=1) as graph:
+            waker = events._waker(graph)
+            assert events._waker(graph) is waker and waker in graph._event_listeners
+            graph.create_project(f"p{round_}")
+            assert waker.generation >= 1  # woken by the commit
+        del graph, waker
+        gc.collect()
+        assert len(events._wakers) == before

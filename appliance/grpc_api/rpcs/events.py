@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import weakref
 from collections.abc import Iterator
 from datetime import datetime
 from functools import lru_cache
@@ -54,15 +55,16 @@ class _Waker:
             self.changed.notify_all()
 
 
-_wakers: dict[int, _Waker] = {}
+# One waker per open graph, gone with it: the graph holds its waker (a listener), never the other way round
+_wakers: weakref.WeakKeyDictionary[GraphStore, _Waker] = weakref.WeakKeyDictionary()
 _wakers_lock = threading.Lock()
 
 
 def _waker(graph: GraphStore) -> _Waker:
     with _wakers_lock:
-        found = _wakers.get(id(graph))
+        found = _wakers.get(graph)
         if found is None:
-            found = _wakers[id(graph)] = _Waker()
+            found = _wakers[graph] = _Waker()
             graph.on_events(found)
         return found
 
