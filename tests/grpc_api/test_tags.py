@@ -38,9 +38,14 @@ def _resolve(stub: Stub, item: str, **selectors: str) -> int:
 
 
 def _now() -> str:
-    moment = datetime.now(UTC).isoformat()
-    time.sleep(0.01)  # the next change is stamped strictly later
-    return moment
+    """The time now, returned once the clock reads later: a change made after this call is stamped after it
+    (the appliance stamps changes with the same clock, to the microsecond), whatever the clock's resolution."""
+    moment = datetime.now(UTC)
+    for _ in range(10_000):
+        if datetime.now(UTC) > moment:
+            return moment.isoformat()
+        time.sleep(0.001)
+    raise AssertionError(f"the clock stayed at {moment} for 10,000 sleeps")
 
 
 def test_a_tag_moves_and_its_history_answers_by_time(appliance: Running, stub: Stub, unique: str) -> None:
