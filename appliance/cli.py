@@ -141,13 +141,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
         grpc = GrpcServer(services, on_call=lambda: watch.touch(), turned_off=not settings.kumiho.grpc)
         watch = IdleWatch(busy=lambda: services.jobs.busy() or bool(grpc.in_flight) or bool(redis and redis.busy()))
         idle_exit = (watch, args.exit_when_idle) if args.exit_when_idle else None  # a shim's: nobody else stops it
+
+        def on_shutdown() -> None:
+            services.feed.close()
+            grpc.stop()  # while the front still pumps: calls under way get their grace, then the stores close
+
         try:
             redis = workmem.start(settings, services)  # None when [kumiho] redis_port is 0 or taken
             grpc_target = grpc.start(services.data_dir.root / "grpc.sock")
             return runner.run(app, sock, settings.http, "debug" if args.debug else settings.log_level,
-                              grpc_target=grpc_target, idle_exit=idle_exit, on_shutdown=services.feed.close)
+                              grpc_target=grpc_target, idle_exit=idle_exit, on_shutdown=on_shutdown)
         finally:
-            grpc.stop()
+            grpc.stop()  # again: a no-op after on_shutdown, the stop when serving never began
             workmem.stop(redis)
             services.data_dir.clear_runtime()
 

@@ -1,7 +1,7 @@
 """The appliance's entities as Kumiho's messages, and Kumiho's paging as the graph store's. Pure.
 
 The graph model (``appliance.core.model``) mirrors Kumiho's messages field for field, so each conversion is
-a copy; the ``*_from_view`` variants take the JSON views the operations answer (Kumiho's shapes too)."""
+a copy."""
 
 from __future__ import annotations
 
@@ -101,15 +101,3 @@ def page_request(request: Message, field: str = "pagination") -> tuple[int, str 
 def pagination(page: Page[Any]) -> Message:
     return message("PaginationResponse")(next_cursor=page.next_cursor or "", has_more=page.has_more,
                                          total_count=page.total_count)
-
-
-def _krefs(view: dict[str, Any], *names: str) -> dict[str, Any]:
-    return {k: ({"uri": v} if k in names and isinstance(v, str) else v) for k, v in view.items() if v is not None}
-
-
-def from_view(name: str, view: dict[str, Any], kref_fields: tuple[str, ...] = ("kref", "item_kref",
-              "revision_kref", "source_kref", "target_kref")) -> Message:
-    """Message ``name`` from an operation's JSON view: kref strings wrapped, keys the message lacks dropped."""
-    from google.protobuf import json_format
-
-    return json_format.ParseDict(_krefs(view, *kref_fields), message(name)(), ignore_unknown_fields=True)

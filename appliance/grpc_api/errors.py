@@ -31,8 +31,8 @@ _CODES: tuple[tuple[type[errors.KumihoError], grpc.StatusCode], ...] = (
     (errors.AlreadyExists, grpc.StatusCode.ALREADY_EXISTS),
     (errors.Conflict, grpc.StatusCode.FAILED_PRECONDITION),  # AmbiguousKref too: the message lists candidates
     (errors.PermissionDenied, grpc.StatusCode.PERMISSION_DENIED),
-    (errors.Unavailable, grpc.StatusCode.UNAVAILABLE),
-    (Unimplemented, grpc.StatusCode.UNIMPLEMENTED),  # transient by definition: the SDK's retry is right
+    (errors.Unavailable, grpc.StatusCode.UNAVAILABLE),  # transient by definition: the SDK's retry is right
+    (Unimplemented, grpc.StatusCode.UNIMPLEMENTED),  # permanent: the SDK does not retry it
     (Exhausted, grpc.StatusCode.RESOURCE_EXHAUSTED),  # the SDK retries it, as it should: a slot frees up
 )
 

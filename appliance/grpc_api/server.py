@@ -5,7 +5,9 @@ one-port front (``appliance.server.front``) pumps every connection that opens wi
 Every one of the service's 63 methods is registered: those of the dispatch table (``rpcs.RPCS``) run, the
 others answer UNIMPLEMENTED saying so. Around each call the server checks the bearer token when the appliance
 requires one, names the caller for the audit trail (door ``grpc``, the method), and turns the appliance's
-errors into status codes (``errors.status_of``) — never a stack trace or internal text.
+errors into status codes (``errors.status_of``) — never a stack trace or internal text: a failure with no code
+of its own (storage, configuration) answers a fixed text and is logged, every other message is redacted of
+credentials as the MCP door's are.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import grpc
 from google.protobuf.message import Message
 
 from appliance.admin_api.auth import presented_tokens
+from appliance.core import redaction
 from appliance.core.caller import Caller, calling
 from appliance.errors import KumihoError
 from appliance.grpc_api.descriptor import METHODS, SERVICE_NAME, Method
@@ -36,6 +39,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 WORKERS = 32  # calls served at once; more wait in grpcio's queue (an event stream holds one while it lasts)
+# Calls admitted at once, running or queued for a worker: beyond, grpcio answers RESOURCE_EXHAUSTED (which
+# Kumiho's SDK retries with backoff) instead of queueing without end, up to 4 MiB each, behind one busy client
+MAX_CALLS = 256
+MAX_STREAMS_PER_CONNECTION = 100  # HTTP/2 streams one connection may have open; more wait in the client
+# After the grace, how long ``stop`` waits for handlers still running (a cancelled call does not interrupt its
+# handler's thread), so that the stores are not closed under one
+DRAIN_SECONDS = 30.0
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # a request larger than this is refused (RESOURCE_EXHAUSTED) by grpcio
 _SOCKET_PATH_MAX = 100  # AF_UNIX paths are limited to 107 bytes; beyond, a private temporary directory
 _UNAUTHENTICATED = ("this appliance requires its bearer token: send the metadata `authorization: Bearer <token>` "
@@ -50,7 +60,9 @@ _OPTIONS = [
     # a connection that sends the HTTP/2 preface but never its SETTINGS is closed as an HTTP one that never sends
     # its request line is (the front's first-byte timeout), not after grpcio's default minute
     ("grpc.http2.settings_timeout", 10_000),
+    ("grpc.max_concurrent_streams", MAX_STREAMS_PER_CONNECTION),
 ]
+_STOPPING = "the appliance is stopping; try again once it is back"
 
 
 class RpcCall:
@@ -82,9 +94,11 @@ def _metadata(context: grpc.ServicerContext) -> dict[str, str]:
 
 class GrpcServer:
     def __init__(self, services: Services, table: dict[str, Rpc] | None = None,
-                 on_call: Callable[[], None] | None = None, *, turned_off: bool = False) -> None:
+                 on_call: Callable[[], None] | None = None, *, turned_off: bool = False,
+                 max_calls: int = MAX_CALLS) -> None:
         """``turned_off``: the operator turned gRPC off (``[kumiho] grpc = false``); every call is told so
-        (UNIMPLEMENTED, not retried) instead of the connection closing under a client that would retry."""
+        (UNIMPLEMENTED, not retried) instead of the connection closing under a client that would retry.
+        ``max_calls``: the calls admitted at once (``MAX_CALLS``)."""
         if turned_off:
             table = {}
         elif table is None:
@@ -99,10 +113,14 @@ class GrpcServer:
         self._turned_off = turned_off
         self._on_call = on_call or (lambda: None)
         self._token = services.token.encode() if services.settings.token_required else None
+        self._max_calls = max_calls
         self._server: grpc.Server | None = None
+        self._workers: ThreadPoolExecutor | None = None
         self._private_dir: str | None = None
         self._lock = threading.Lock()
+        self._drained = threading.Condition(self._lock)  # notified as each call ends
         self._in_flight = 0
+        self._stopping = False
         self.socket_path: Path | None = None
 
     @property
@@ -116,7 +134,8 @@ class GrpcServer:
             self._private_dir = tempfile.mkdtemp(prefix="kumiho-ce-grpc-")  # 0700
             socket_path = Path(self._private_dir) / "grpc.sock"
         socket_path.unlink(missing_ok=True)  # a crashed owner's; this process holds the data directory's lock
-        server = grpc.server(ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="grpc"), options=_OPTIONS)
+        self._workers = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="grpc")
+        server = grpc.server(self._workers, options=_OPTIONS, maximum_concurrent_rpcs=self._max_calls)
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, self._handlers()),))
         server.add_insecure_port(f"unix:{socket_path}")
         server.start()
@@ -126,11 +145,22 @@ class GrpcServer:
                  else f"{len(self._table)} of {len(METHODS)} methods served", socket_path)
         return str(socket_path)
 
-    def stop(self, grace: float = 5.0) -> None:
-        """Refuse new calls, give those under way ``grace`` seconds, then cancel the rest (event streams)."""
+    def stop(self, grace: float = 5.0, drain: float = DRAIN_SECONDS) -> None:
+        """Refuse new calls, give those under way ``grace`` seconds, then cancel the rest (event streams), and
+        wait up to ``drain`` seconds more for handlers still running: grpcio does not wait for its threads, and
+        the caller closes the stores next. Safe to call again."""
+        with self._lock:
+            self._stopping = True  # a call a worker picks up from now on does not start its handler
         if self._server is not None:
             self._server.stop(grace).wait(grace + 1)
             self._server = None
+        if self._workers is not None:
+            self._workers.shutdown(wait=False, cancel_futures=True)  # queued calls never start
+            self._workers = None
+            with self._lock:
+                if not self._drained.wait_for(lambda: self._in_flight == 0, timeout=drain):
+                    log.warning("gRPC stopped with %d call(s) still running after %.0f s", self._in_flight,
+                                grace + drain)
         if self.socket_path is not None:
             self.socket_path.unlink(missing_ok=True)
         if self._private_dir is not None:
@@ -157,7 +187,7 @@ class GrpcServer:
                     response: Message = rpc(call, request)
                     return response
                 except KumihoError as exc:
-                    refusal = (status_of(exc), exc.message)
+                    refusal = _refusal(method, exc)
                 except Exception:  # any failure becomes UNKNOWN; the log keeps the details
                     log.exception("gRPC %s failed", method.name)
                     refusal = (grpc.StatusCode.UNKNOWN, UNEXPECTED)
@@ -174,7 +204,7 @@ class GrpcServer:
                     yield from rpc(call, request)
                     return
                 except KumihoError as exc:
-                    refusal = (status_of(exc), exc.message)
+                    refusal = _refusal(method, exc)
                 except Exception:  # any failure becomes UNKNOWN; the log keeps the details
                     log.exception("gRPC %s failed", method.name)
                     refusal = (grpc.StatusCode.UNKNOWN, UNEXPECTED)
@@ -186,19 +216,21 @@ class GrpcServer:
         metadata = _metadata(context)
         if self._token is not None and not _authorized(context, self._token):
             context.abort(grpc.StatusCode.UNAUTHENTICATED, _UNAUTHENTICATED)
-        return _Serving(self, RpcCall(self._services, context, metadata), method.name)
+        return _Serving(self, RpcCall(self._services, context, metadata), method.name, context)
 
 
 class _Serving:
     """The span of one call: counted (idle detection), and run as the gRPC door's caller of ``method``."""
 
-    def __init__(self, server: GrpcServer, call: RpcCall, method: str) -> None:
-        self._server, self._call, self._method = server, call, method
+    def __init__(self, server: GrpcServer, call: RpcCall, method: str, context: grpc.ServicerContext) -> None:
+        self._server, self._call, self._method, self._context = server, call, method, context
         self._calling: Any = None
 
     def __enter__(self) -> RpcCall:
         server = self._server
-        with server._lock:
+        with server._lock:  # one lock with stop's drain: a call is either counted and waited for, or refused
+            if server._stopping:
+                self._context.abort(grpc.StatusCode.UNAVAILABLE, _STOPPING)
             server._in_flight += 1
         server._on_call()
         client = self._call.metadata.get("user-agent", "")
@@ -211,7 +243,18 @@ class _Serving:
         server = self._server
         with server._lock:
             server._in_flight -= 1
+            server._drained.notify_all()
         server._on_call()
+
+
+def _refusal(method: Method, error: KumihoError) -> tuple[grpc.StatusCode, str]:
+    """The status and message a domain error answers. One with no code of its own (a storage or configuration
+    failure) can quote the database's own words: it answers the fixed text, and the log keeps the details."""
+    code = status_of(error)
+    if code == grpc.StatusCode.UNKNOWN:
+        log.error("gRPC %s failed: %s", method.name, error.message, exc_info=error)
+        return code, UNEXPECTED
+    return code, redaction.redact_secrets(error.message)[0]
 
 
 def _authorized(context: grpc.ServicerContext, token: bytes) -> bool:

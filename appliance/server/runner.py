@@ -59,10 +59,12 @@ class ApplianceServer(uvicorn.Server):
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         """uvicorn waits (up to timeout_graceful_shutdown) for open responses to finish before the lifespan
-        ends: ``on_shutdown`` first ends the responses that never finish by themselves (event streams)."""
+        ends: ``on_shutdown`` first ends the responses that never finish by themselves (event streams). It runs
+        before the front stops and in a thread, so that it may wait while this loop still pumps the front's
+        connections (the gRPC calls under way finish within their grace)."""
         if self._on_shutdown is not None:
             try:
-                self._on_shutdown()
+                await asyncio.to_thread(self._on_shutdown)
             except Exception:
                 log.exception("shutdown hook failed")
         await super().shutdown(sockets)
@@ -114,7 +116,8 @@ def run(app: Any, sock: socket.socket, http: HttpSettings, log_level: str = "inf
         grpc_target: str | None = None, idle_exit: tuple[IdleWatch, float] | None = None,
         on_shutdown: Callable[[], None] | None = None) -> int:
     """Serve until SIGTERM/SIGINT or, with ``idle_exit`` (a watch and seconds), until idle that long;
-    ``on_shutdown`` runs once the server stops accepting, before it waits for open responses."""
+    ``on_shutdown`` runs (in a thread) as the server stops, before the front closes and before it waits for open
+    responses."""
     if idle_exit is not None:
         app = idle_exit[0].wrap(app)
     server = ApplianceServer(make_config(app, log_level, http), sock, grpc_target, http, idle_exit, on_shutdown)

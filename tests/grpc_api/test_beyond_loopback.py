@@ -16,18 +16,23 @@ CLIENT = """
 import json, sys, grpc
 from appliance.grpc_api.descriptor import METHODS
 target, token = sys.argv[1], sys.argv[2]
-method = METHODS["GetProjects"]
+METADATA = (("none", ()), ("wrong", (("authorization", "Bearer " + "x" * 43),)),
+            ("right", (("authorization", "Bearer " + token),)))
 answers = {}
 with grpc.insecure_channel(target) as channel:
-    call = channel.unary_unary("/kumiho.KumihoService/GetProjects", request_serializer=method.request.SerializeToString,
-                               response_deserializer=method.response.FromString)
-    for name, metadata in (("none", ()), ("wrong", (("authorization", "Bearer " + "x" * 43),)),
-                           ("right", (("authorization", "Bearer " + token),))):
-        try:
-            answer = call(method.request(), timeout=30, metadata=metadata)
-            answers[name] = ["OK", [p.name for p in answer.projects]]
-        except grpc.RpcError as error:
-            answers[name] = [error.code().name, error.details()]
+    for name in ("GetProjects", "EventStream", "MoveItem"):  # unary; streaming; not served
+        method = METHODS[name]
+        make = channel.unary_stream if method.server_streaming else channel.unary_unary
+        call = make("/kumiho.KumihoService/" + name, request_serializer=method.request.SerializeToString,
+                    response_deserializer=method.response.FromString)
+        for who, metadata in METADATA:
+            try:
+                answer = call(method.request(), timeout=5 if method.server_streaming else 30, metadata=metadata)
+                if method.server_streaming:
+                    answer = next(answer)  # no event comes: the stream is open until the deadline
+                answers[name + " " + who] = ["OK", [p.name for p in answer.projects]]
+            except grpc.RpcError as error:
+                answers[name + " " + who] = [error.code().name, error.details()]
 print(json.dumps(answers))
 """
 
@@ -42,9 +47,13 @@ def test_beyond_loopback_every_call_needs_the_token(tmp_path: Path) -> None:
                                     capture_output=True, text=True, timeout=120)
             assert result.returncode == 0, result.stderr
             answers = json.loads(result.stdout)
-            assert answers["none"][0] == "UNAUTHENTICATED" and answers["wrong"][0] == "UNAUTHENTICATED"
+            for method in ("GetProjects", "EventStream", "MoveItem"):  # the token is checked before all else
+                assert answers[f"{method} none"][0] == "UNAUTHENTICATED", answers
+                assert answers[f"{method} wrong"][0] == "UNAUTHENTICATED", answers
             assert token not in result.stdout  # no refusal repeats the secret
-            assert answers["right"][0] == "OK"
+            assert answers["GetProjects right"][0] == "OK"
+            assert answers["EventStream right"][0] == "DEADLINE_EXCEEDED"  # open, waiting for an event
+            assert answers["MoveItem right"][0] == "UNIMPLEMENTED"
             running.stop()
 
     run_in_private_network(body)

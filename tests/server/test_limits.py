@@ -156,7 +156,6 @@ def test_http2_prefaces_that_stop_there_are_answered_and_closed_promptly(app: Ru
     """Each goes to the gRPC server, which answers with its own SETTINGS and, when the client never sends its
     SETTINGS, closes the connection after 10 s (GOAWAY ``settings_timeout``) rather than grpcio's minute."""
     conns = [_connect(app, H2_PREFACE) for _ in range(CONNECTIONS)]
-    started = time.monotonic()
     try:
         for conn in conns:
             answer = _read_until_closed(conn, within=25)
@@ -165,7 +164,6 @@ def test_http2_prefaces_that_stop_there_are_answered_and_closed_promptly(app: Ru
     finally:
         for conn in conns:
             conn.close()
-    assert time.monotonic() - started < 25
     assert _live(app)
 
 
