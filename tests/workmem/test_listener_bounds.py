@@ -124,3 +124,26 @@ def test_a_half_sent_command_does_not_hold_its_connection(working: WorkingMemory
             assert idle.recv(100) == b"+PONG\r\n"  # an idle connection between commands is not timed out
     finally:
         listener.stop()
+
+
+def test_a_scan_glob_past_its_bound_is_refused_naming_it(working: WorkingMemory) -> None:
+    working.append("rvp", "s-1", "user", "hello")
+    sock = redis_server.bind(free_port())
+    assert sock is not None
+    listener = redis_server.RedisListener(working, sock, None)
+    listener.start()
+    client = redis.Redis(host="127.0.0.1", port=listener.port, protocol=2, decode_responses=True)
+    head = "kumiho:memory:rvp:sessions:"
+    try:
+        assert client.scan(0, match=head + "*:messages", count=100) == (0, [head + "s-1:messages"])
+        assert client.scan(0, match=head + "[^x]*:messages") == (0, [head + "s-1:messages"])  # Redis's negation
+        for glob, bound in (("*a" * 400_000, "at most 256 characters"), ("*a" * 9, "at most 8 wildcards"),
+                            ("[a" * 9 + "]", "at most 8 wildcards")):
+            with pytest.raises(redis.ResponseError) as refused:
+                client.scan(0, match=head + glob, count=100)
+            assert str(refused.value).startswith("MATCH (the glob after ':sessions:'): ") and bound in str(refused.value)
+        assert client.ping(), "the listener still serves"
+        assert client.scan(0, match=head + "*a" * 8) == (0, [])  # at the bound: served
+    finally:
+        client.close()
+        listener.stop()
