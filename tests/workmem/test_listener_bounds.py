@@ -141,7 +141,8 @@ def test_a_scan_glob_past_its_bound_is_refused_naming_it(working: WorkingMemory)
                             ("[a" * 9 + "]", "at most 8 wildcards")):
             with pytest.raises(redis.ResponseError) as refused:
                 client.scan(0, match=head + glob, count=100)
-            assert str(refused.value).startswith("MATCH (the glob after ':sessions:'): ") and bound in str(refused.value)
+            said = str(refused.value)
+            assert said.startswith("MATCH (the glob after ':sessions:'): ") and bound in said, said
         assert client.ping(), "the listener still serves"
         assert client.scan(0, match=head + "*a" * 8) == (0, [])  # at the bound: served
     finally:
