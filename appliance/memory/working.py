@@ -117,6 +117,22 @@ def _metadata_json(values: dict[str, Any]) -> tuple[str, int]:
     return text, len(text.encode("utf-8", "surrogatepass"))
 
 
+def check_message_metadata(metadata: dict[str, Any]) -> str:
+    """A message's metadata as stored (JSON), or InvalidArgument past MAX_MESSAGE_METADATA_BYTES. The doors call
+    it before credential redaction too, so that an oversized value is refused before it is scanned."""
+    text, size = _metadata_json(metadata)
+    if size > MAX_MESSAGE_METADATA_BYTES:
+        raise InvalidArgument(f"metadata: {size} bytes as JSON; a message's metadata is at most "
+                              f"{MAX_MESSAGE_METADATA_BYTES} (keep large content in the message text or an "
+                              "artifact)", field="metadata")
+    return text
+
+
+def check_metadata_write(values: dict[str, str]) -> None:
+    """One session-metadata write on its own within the session's bounds (before its merge is checked)."""
+    _check_session_metadata(values, _metadata_json(values)[1], "the write alone holds")
+
+
 def _check_session_metadata(values: dict[str, str], size: int, what: str) -> None:
     if len(values) > MAX_SESSION_METADATA_FIELDS:
         raise InvalidArgument(f"metadata: {what} {len(values)} fields; a session keeps at most "
@@ -233,11 +249,7 @@ class WorkingMemory:
         self.check_content(content)
         if metadata is not None and not isinstance(metadata, dict):
             raise InvalidArgument("metadata: give a JSON object or omit it", field="metadata")
-        meta, size = _metadata_json(metadata or {})
-        if size > MAX_MESSAGE_METADATA_BYTES:
-            raise InvalidArgument(f"metadata: {size} bytes as JSON; a message's metadata is at most "
-                                  f"{MAX_MESSAGE_METADATA_BYTES} (keep large content in the message text or an "
-                                  "artifact)", field="metadata")
+        meta = check_message_metadata(metadata or {})
         now = iso(self._now())
         with self._tx() as conn:
             row = conn.execute("SELECT message_count FROM sessions WHERE project = ? AND session_id = ?",
@@ -311,7 +323,7 @@ class WorkingMemory:
         check_name(session_id, "session_id")
         _check_string_map(values, "values")
         # the values alone first: an oversized write is refused before it waits for the lock or reads the row
-        _check_session_metadata(values, _metadata_json(values)[1], "the write alone holds")
+        check_metadata_write(values)
         with self._tx() as conn:
             row = conn.execute("SELECT metadata FROM sessions WHERE project = ? AND session_id = ?",
                                (project, session_id)).fetchone()
