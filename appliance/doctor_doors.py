@@ -13,6 +13,7 @@ from typing import Any
 
 from appliance.config import Settings
 from appliance.doctor import Check
+from appliance.workmem.commands import NOAUTH_MARK
 
 TIMEOUT = 5.0  # seconds per probe: a healthy appliance answers each in milliseconds
 WHO_NEEDS_GRPC = "Kumiho's SDK, its stock kumiho-mcp sidecar and Revka's Operator"
@@ -86,32 +87,76 @@ def _grpc_refusal(target: str, code: Any, details: str | None) -> Check:
 
 
 def _check_redis(settings: Settings, token: str | None) -> Check:
-    """``PING`` on the working-memory listener (always loopback), after ``AUTH`` with the appliance's token when
-    doctor can read it (required there when the appliance requires its token). Reply lines are all it reads."""
+    """Who listens on the working-memory port, asked with ``HELLO`` and no credentials; then ``PING``, after
+    ``AUTH`` with the appliance's token when the listener is the appliance's and asks for it. The token goes only
+    to a listener known to be kumiho-ce's (its HELLO says ``server: kumiho-ce``, or its NOAUTH refusal carries
+    kumiho-ce's text): when the port is taken, the appliance's own listener is off and another program has it."""
     port = settings.kumiho.redis_port
     if port == 0:
         return Check("redis", "ok", "off ([kumiho] redis_port = 0): the stock Kumiho sidecar then needs "
                      "KUMIHO_MEMORY_PROXY_URL (POST /api/memory/redis) for its working memory")
     where = f"127.0.0.1:{port}"
-    auth = _resp("AUTH", token) if token else b""
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as conn:
-            conn.sendall(auth + _resp("PING"))
             replies = conn.makefile("rb")
-            authed = replies.readline(512) if auth else b"+OK"
-            reply = replies.readline(512)
+            conn.sendall(_resp("HELLO"))  # no protocol version: the answer comes in RESP2, a flat array
+            hello = _read_reply(replies)
+            locked = isinstance(hello, bytes) and hello.startswith(b"-NOAUTH") and NOAUTH_MARK.encode() in hello
+            if not locked and not _says_kumiho_ce(hello):
+                return Check("redis", "warn", f"{where} is held by another program (it answered HELLO with "
+                             f"{_shown(hello)}), so the appliance's working-memory listener is off: doctor sent it no "
+                             "token. Set [kumiho] redis_port to a free port and the sidecar's URL to match")
+            if locked and not token:
+                return Check("redis", "fail", f"working memory on {where} asks for the appliance's token, which "
+                             "doctor cannot read; run doctor as the user who owns the data directory, or set "
+                             "api_token")
+            conn.sendall((_resp("AUTH", token) if locked and token else b"") + _resp("PING"))
+            authed = _read_reply(replies) if locked else b"+OK"
+            reply = _read_reply(replies)
+    except ValueError as exc:
+        return Check("redis", "warn", f"{where} does not answer in the Redis protocol ({exc}): another program holds "
+                     "the port? Set [kumiho] redis_port to a free port and the sidecar's URL to match")
     except OSError as exc:
         return Check("redis", "warn", f"nothing answers on {where} ({exc.strerror or exc}): the stock Kumiho "
                      "sidecar's working memory (KUMIHO_UPSTASH_REDIS_URL) will fail; is the port taken by another "
                      "program (the appliance log says so)?")
-    if reply.startswith(b"+PONG"):
+    if isinstance(reply, bytes) and reply.startswith(b"+PONG"):
         return Check("redis", "ok", f"working memory answers PING on {where}")
-    if reply.startswith(b"-NOAUTH") or authed.startswith(b"-WRONGPASS"):
-        what = "refused doctor's token" if token else "asks for the appliance's token, which doctor cannot read"
-        return Check("redis", "fail", f"working memory on {where} {what}; run doctor as the user who owns the data "
-                     "directory, or set api_token")
-    return Check("redis", "warn", f"{where} answered PING with {reply[:60]!r}: another program holds the port? "
-                 "Set [kumiho] redis_port to a free one")
+    if isinstance(authed, bytes) and authed.startswith(b"-WRONGPASS"):
+        return Check("redis", "fail", f"working memory on {where} refused doctor's token; run doctor as the user "
+                     "who owns the data directory, or set api_token")
+    return Check("redis", "warn", f"working memory on {where} answered PING with {_shown(reply)}")
+
+
+# An answer of HELLO is a few lines; a listener that is not Redis at all may send anything, so reading is bounded
+MAX_REPLY_LINE = 512
+MAX_REPLY_ITEMS = 64
+
+
+def _read_reply(replies: Any, depth: int = 0) -> Any:
+    """One RESP2 reply: a status, error or integer line as bytes (with its marker), a bulk string's bytes, None
+    or a list. ValueError on anything that is not one (or past the bounds above)."""
+    line = replies.readline(MAX_REPLY_LINE)
+    if not line.endswith(b"\r\n"):
+        raise ValueError(f"no Redis reply (got {line[:60]!r})")
+    kind, rest = line[:1], line[1:-2]
+    if kind in (b"+", b"-", b":"):
+        return line[:-2]
+    if kind == b"$" and rest.lstrip(b"-").isdigit() and int(rest) <= MAX_REPLY_LINE:
+        return None if int(rest) < 0 else replies.read(int(rest) + 2)[:-2]
+    if kind == b"*" and rest.lstrip(b"-").isdigit() and int(rest) <= MAX_REPLY_ITEMS and depth < 2:
+        return None if int(rest) < 0 else [_read_reply(replies, depth + 1) for _ in range(int(rest))]
+    raise ValueError(f"no Redis reply (got {line[:60]!r})")
+
+
+def _says_kumiho_ce(hello: Any) -> bool:
+    """Whether a HELLO answer (RESP2: a flat array of names and values) names kumiho-ce as the server."""
+    return isinstance(hello, list) and any(name == b"server" and value == b"kumiho-ce"
+                                           for name, value in zip(hello[::2], hello[1::2], strict=False))
+
+
+def _shown(reply: Any) -> str:
+    return repr(reply)[:80]
 
 
 def _resp(*parts: str) -> bytes:

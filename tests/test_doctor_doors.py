@@ -3,15 +3,19 @@ port, the working-memory Redis listener, the OpenAI-compatible /v1), each said p
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import pytest
+
 from appliance.config import load_settings
-from appliance.doctor_doors import _check_grpc
+from appliance.doctor_doors import _check_grpc, _check_redis
 from tests.appliance_process import cli_env, free_port, kumiho_ce, serve
 
 
@@ -95,3 +99,47 @@ def test_a_port_that_speaks_only_http_fails_the_grpc_check(tmp_path: Path) -> No
     assert check.status == "fail"
     assert check.detail.startswith(f"127.0.0.1:{port} does not serve Kumiho's gRPC (")
     assert "Revka's Operator cannot use it" in check.detail
+
+
+@contextmanager
+def recording_listener(answer: bytes) -> Iterator[tuple[int, list[bytes]]]:
+    """Another program on the Redis port: it answers every read with ``answer`` and records all it receives."""
+    received: list[bytes] = []
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(10)
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            conn, _ = server.accept()
+            with conn:
+                conn.settimeout(2)
+                with contextlib.suppress(OSError):
+                    while data := conn.recv(65536):
+                        received.append(data)
+                        conn.sendall(answer)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield int(server.getsockname()[1]), received
+    finally:
+        thread.join(10)
+        server.close()
+
+
+TOKEN = "doctor-token-never-leaves-0123456789abcdef"
+OTHER_PROGRAMS = {
+    "a Redis server with a password": b"-NOAUTH Authentication required.\r\n",
+    "an open Redis server": b"*4\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$5\r\n7.2.4\r\n",
+    "not Redis at all": b"HTTP/1.1 400 Bad Request\r\n\r\n",
+}
+
+
+@pytest.mark.parametrize("answer", OTHER_PROGRAMS.values(), ids=OTHER_PROGRAMS.keys())
+def test_doctor_never_hands_the_token_to_another_program_on_the_redis_port(tmp_path: Path, answer: bytes) -> None:
+    with recording_listener(answer) as (port, received):
+        settings = load_settings(None, data_dir=str(tmp_path / "data"), kumiho={"redis_port": port})
+        check = _check_redis(settings, TOKEN)
+    assert received, "doctor asked who listens"
+    assert TOKEN.encode() not in b"".join(received) and b"AUTH" not in b"".join(received)
+    assert check.status == "warn" and "another program" in check.detail and TOKEN not in check.detail

@@ -27,6 +27,12 @@ Clock = Callable[[], datetime]  # the same shape as appliance.graph._support.Clo
 ROLES = ("user", "assistant", "system", "tool")
 MAX_NAME = 256
 MAX_MESSAGE_BYTES = 65536  # one buffered message, UTF-8
+# Metadata is bookkeeping beside the text (the sidecar's channel, timestamp, attachment pointers; a session's
+# user, context and recalled krefs), a few hundred bytes in practice: bounded so that it cannot grow a session
+# without limit (every metadata write re-writes the session's whole JSON).
+MAX_MESSAGE_METADATA_BYTES = 16 * 1024  # one message's metadata, serialized as JSON (UTF-8)
+MAX_SESSION_METADATA_FIELDS = 64  # a session's metadata, after a merge
+MAX_SESSION_METADATA_BYTES = 64 * 1024  # a session's metadata after a merge, serialized as JSON (UTF-8)
 POINTER_TTL = timedelta(hours=24)  # the Redis original's expiry of active-session pointers
 
 _SCHEMA = """
@@ -100,6 +106,42 @@ def _check_string_map(values: object, field: str) -> dict[str, str]:
                                                for k, v in values.items()):
         raise InvalidArgument(f"{field}: give a mapping of strings to strings", field=field)
     return values
+
+
+def _metadata_json(values: dict[str, Any]) -> tuple[str, int]:
+    """The stored form of metadata and its size in bytes of UTF-8."""
+    try:
+        text = json.dumps(values, ensure_ascii=False, sort_keys=True)
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgument(f"metadata: not JSON-serialisable ({exc})", field="metadata") from exc
+    return text, len(text.encode("utf-8", "surrogatepass"))
+
+
+def check_message_metadata(metadata: dict[str, Any]) -> str:
+    """A message's metadata as stored (JSON), or InvalidArgument past MAX_MESSAGE_METADATA_BYTES. The doors call
+    it before credential redaction too, so that an oversized value is refused before it is scanned."""
+    text, size = _metadata_json(metadata)
+    if size > MAX_MESSAGE_METADATA_BYTES:
+        raise InvalidArgument(f"metadata: {size} bytes as JSON; a message's metadata is at most "
+                              f"{MAX_MESSAGE_METADATA_BYTES} (keep large content in the message text or an "
+                              "artifact)", field="metadata")
+    return text
+
+
+def check_metadata_write(values: dict[str, str]) -> None:
+    """One session-metadata write on its own within the session's bounds (before its merge is checked)."""
+    _check_session_metadata(values, _metadata_json(values)[1], "the write alone holds")
+
+
+def _check_session_metadata(values: dict[str, str], size: int, what: str) -> None:
+    if len(values) > MAX_SESSION_METADATA_FIELDS:
+        raise InvalidArgument(f"metadata: {what} {len(values)} fields; a session keeps at most "
+                              f"{MAX_SESSION_METADATA_FIELDS}: send fewer, or consolidate and clear the session",
+                              field="metadata")
+    if size > MAX_SESSION_METADATA_BYTES:
+        raise InvalidArgument(f"metadata: {what} {size} bytes as JSON; a session keeps at most "
+                              f"{MAX_SESSION_METADATA_BYTES}: send shorter values, or consolidate and clear the "
+                              "session", field="metadata")
 
 
 class WorkingMemory:
@@ -207,10 +249,7 @@ class WorkingMemory:
         self.check_content(content)
         if metadata is not None and not isinstance(metadata, dict):
             raise InvalidArgument("metadata: give a JSON object or omit it", field="metadata")
-        try:
-            meta = json.dumps(metadata or {}, ensure_ascii=False, sort_keys=True)
-        except (TypeError, ValueError) as exc:
-            raise InvalidArgument(f"metadata: not JSON-serialisable ({exc})", field="metadata") from exc
+        meta = check_message_metadata(metadata or {})
         now = iso(self._now())
         with self._tx() as conn:
             row = conn.execute("SELECT message_count FROM sessions WHERE project = ? AND session_id = ?",
@@ -278,17 +317,24 @@ class WorkingMemory:
 
     # -- session metadata -------------------------------------------------------------------------------
     def set_metadata(self, project: str, session_id: str, values: dict[str, str]) -> None:
-        """Merge ``values`` into the session's metadata (the session need not hold messages yet)."""
+        """Merge ``values`` into the session's metadata (the session need not hold messages yet); refused whole
+        when the merged metadata would pass MAX_SESSION_METADATA_FIELDS or MAX_SESSION_METADATA_BYTES."""
         check_name(project, "project")
         check_name(session_id, "session_id")
         _check_string_map(values, "values")
+        # the values alone first: an oversized write is refused before it waits for the lock or reads the row
+        check_metadata_write(values)
         with self._tx() as conn:
             row = conn.execute("SELECT metadata FROM sessions WHERE project = ? AND session_id = ?",
                                (project, session_id)).fetchone()
-            merged = {**(json.loads(row[0]) if row else {}), **values}
+            stored = json.loads(row[0]) if row else {}
+            merged = {**stored, **values}
+            if merged == stored:
+                return  # nothing changes: no re-write
+            text, size = _metadata_json(merged)
+            _check_session_metadata(merged, size, "the session's metadata would hold")
             conn.execute("INSERT INTO sessions (project, session_id, metadata) VALUES (?, ?, ?) "
-                         "ON CONFLICT DO UPDATE SET metadata = excluded.metadata",
-                         (project, session_id, json.dumps(merged, ensure_ascii=False, sort_keys=True)))
+                         "ON CONFLICT DO UPDATE SET metadata = excluded.metadata", (project, session_id, text))
 
     def clear_metadata(self, project: str, session_id: str) -> bool:
         """Drop the session's metadata (its messages stay); whether there was any."""

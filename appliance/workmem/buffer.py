@@ -20,7 +20,7 @@ from typing import Any
 
 from appliance.core.redaction import redact_value
 from appliance.errors import InvalidArgument
-from appliance.memory.working import Message, WorkingMemory
+from appliance.memory.working import Message, WorkingMemory, check_message_metadata, check_metadata_write
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +40,7 @@ def incoming_message(role: object, content: object, metadata: object) -> Incomin
         metadata = {}
     if not isinstance(metadata, dict):
         raise InvalidArgument("metadata: give a JSON object or omit it", field="metadata")
+    check_message_metadata(metadata)  # the bound first: redaction scans every string it is given
     cleaned, _ = redact_value({"content": content, "metadata": metadata})
     return Incoming(role, cleaned["content"], cleaned["metadata"])
 
@@ -68,6 +69,8 @@ def message_json(message: Message) -> str:
 
 
 def redacted_strings(values: dict[str, str]) -> dict[str, str]:
+    """Session metadata to merge, within its bounds, with credentials replaced."""
+    check_metadata_write(values)  # the bound first: redaction scans every string it is given
     cleaned, _ = redact_value(values)
     return dict(cleaned)
 

@@ -38,6 +38,8 @@ CONNECTION_COMMANDS = ("PING", "ECHO", "HELLO", "AUTH", "SELECT", "CLIENT", "QUI
 SCAN_PAGE = 1000  # keys per SCAN reply (COUNT is a hint, as in Redis; a project's sessions usually fit one)
 WRONGTYPE = Error("WRONGTYPE Operation against a key holding the wrong kind of value")
 NOT_INTEGER = "value is not an integer or out of range"
+# In every NOAUTH refusal: how `kumiho-ce doctor` knows the listener is the appliance's before it sends the token
+NOAUTH_MARK = "kumiho-ce's working memory"
 _ids = itertools.count(1)
 
 
@@ -114,8 +116,8 @@ class Commands:
             return Error(f"ERR unknown command '{shown}': this listener serves Kumiho's working-memory buffer "
                          f"only: {' '.join(DATA_COMMANDS)} (and {' '.join(CONNECTION_COMMANDS)})")
         if not conn.authenticated and name not in ("AUTH", "HELLO", "QUIT"):
-            return Error("NOAUTH Authentication required: the appliance requires its token; put it in the URL "
-                         "(redis://:<token>@127.0.0.1:<port>)")
+            return Error(f"NOAUTH Authentication required: {NOAUTH_MARK} requires the appliance's token; put it in "
+                         "the URL (redis://:<token>@127.0.0.1:<port>)")
         try:
             return handler(conn, args)
         except CommandError as exc:
@@ -150,7 +152,8 @@ class Commands:
                 raise CommandError("ERR syntax error in HELLO: HELLO [2|3 [AUTH <user> <token>] [SETNAME <name>]]")
         if not conn.authenticated:
             raise CommandError("NOAUTH HELLO must be called with the client already authenticated, otherwise the "
-                               "HELLO <proto> AUTH <user> <token> option can be used (the appliance's token)")
+                               f"HELLO <proto> AUTH <user> <token> option can be used ({NOAUTH_MARK} requires the "
+                               "appliance's token)")
         conn.protocol = protocol
         return {"server": "kumiho-ce", "version": __version__, "proto": protocol, "id": conn.id,
                 "mode": "standalone", "role": "master", "modules": []}

@@ -34,16 +34,22 @@ HOST = "127.0.0.1"
 MAX_CONNECTIONS = 256  # a sidecar's pool holds a few; each connection costs a task and two small buffers
 LINE_LIMIT = 64 * 1024  # the StreamReader's buffer bound for a header line (resp bounds the rest)
 COMMAND_SECONDS = 30.0  # a command whose first byte arrived must be whole by then (idle connections may wait)
+# With the token required, a connection must have authenticated this long after it opened, or it is closed: an
+# idle unauthenticated one would otherwise hold one of the MAX_CONNECTIONS slots for ever (redis-py
+# authenticates in its handshake, within milliseconds)
+AUTH_SECONDS = 10.0
 REFUSAL_DRAIN_SECONDS = 1.0  # how long a refused client may still send before its connection is closed
 ACTIVE_SECONDS = 2.0  # a command this recent keeps an appliance that may idle out alive (polled once a second)
 
 
 class RedisListener:
     def __init__(self, working: WorkingMemory, sock: socket.socket, token: str | None,
-                 max_connections: int = MAX_CONNECTIONS, command_seconds: float = COMMAND_SECONDS) -> None:
+                 max_connections: int = MAX_CONNECTIONS, command_seconds: float = COMMAND_SECONDS,
+                 auth_seconds: float = AUTH_SECONDS) -> None:
         self._commands = Commands(working)
         self._max_connections = max_connections
         self._command_seconds = command_seconds
+        self._auth_seconds = auth_seconds
         self._sock = sock
         self._token = token.encode() if token is not None else None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -107,10 +113,17 @@ class RedisListener:
         if task is not None:
             self._tasks.add(task)
         conn = Connection(self._token)
+        auth_deadline = asyncio.get_running_loop().time() + self._auth_seconds
         try:
             while not conn.closing:
                 try:
-                    args = await read_command(reader, self._command_seconds)
+                    async with asyncio.timeout_at(None if conn.authenticated else auth_deadline):
+                        args = await read_command(reader, self._command_seconds)
+                except TimeoutError:
+                    writer.write(encode(Error(f"ERR authentication required within {self._auth_seconds:g} s of "
+                                              "connecting: AUTH with the appliance's token; closing"), conn.protocol))
+                    await writer.drain()
+                    break
                 except ProtocolError as exc:
                     writer.write(encode(Error(f"ERR {exc}"), conn.protocol))
                     await writer.drain()

@@ -124,3 +124,58 @@ def test_a_half_sent_command_does_not_hold_its_connection(working: WorkingMemory
             assert idle.recv(100) == b"+PONG\r\n"  # an idle connection between commands is not timed out
     finally:
         listener.stop()
+
+
+def test_a_scan_glob_past_its_bound_is_refused_naming_it(working: WorkingMemory) -> None:
+    working.append("rvp", "s-1", "user", "hello")
+    sock = redis_server.bind(free_port())
+    assert sock is not None
+    listener = redis_server.RedisListener(working, sock, None)
+    listener.start()
+    client = redis.Redis(host="127.0.0.1", port=listener.port, protocol=2, decode_responses=True)
+    head = "kumiho:memory:rvp:sessions:"
+    try:
+        assert client.scan(0, match=head + "*:messages", count=100) == (0, [head + "s-1:messages"])
+        assert client.scan(0, match=head + "[^x]*:messages") == (0, [head + "s-1:messages"])  # Redis's negation
+        for glob, bound in (("*a" * 400_000, "at most 256 characters"), ("*a" * 9, "at most 8 wildcards"),
+                            ("[a" * 9 + "]", "at most 8 wildcards")):
+            with pytest.raises(redis.ResponseError) as refused:
+                client.scan(0, match=head + glob, count=100)
+            said = str(refused.value)
+            assert said.startswith("MATCH (the glob after ':sessions:'): ") and bound in said, said
+        assert client.ping(), "the listener still serves"
+        assert client.scan(0, match=head + "*a" * 8) == (0, [])  # at the bound: served
+    finally:
+        client.close()
+        listener.stop()
+
+
+def _until_closed(raw: socket.socket) -> bytes:
+    answer = b""
+    while chunk := raw.recv(500):
+        answer += chunk
+    return answer
+
+
+def test_a_connection_that_does_not_authenticate_in_time_is_closed(working: WorkingMemory) -> None:
+    sock = redis_server.bind(free_port())
+    assert sock is not None
+    listener = redis_server.RedisListener(working, sock, "the-token", auth_seconds=0.3)
+    listener.start()
+    closing = b"-ERR authentication required within 0.3 s of connecting: AUTH with the appliance's token; closing\r\n"
+    try:
+        with socket.create_connection(("127.0.0.1", listener.port), timeout=10) as idle:
+            assert _until_closed(idle) == closing, "an idle connection that never authenticates"
+        with socket.create_connection(("127.0.0.1", listener.port), timeout=10) as refused:
+            refused.sendall(b"*2\r\n$4\r\nAUTH\r\n$5\r\nwrong\r\n*1\r\n$4\r\nPING\r\n")  # busy, never authenticated
+            answer = _until_closed(refused)
+            assert answer.startswith(b"-WRONGPASS") and b"-NOAUTH" in answer and answer.endswith(closing)
+        client = redis.Redis(host="127.0.0.1", port=listener.port, password="the-token", protocol=2)
+        try:
+            first = client.client_id()
+            time.sleep(0.6)  # authenticated: no deadline any more
+            assert client.client_id() == first, "the same connection still serves"
+        finally:
+            client.close()
+    finally:
+        listener.stop()

@@ -68,6 +68,7 @@ BASE = {"action": "add_message", "project": PROJECT, "session_id": "proxy-bad", 
     ({**BASE, "session_id": "s" * 257}, "add_message.session_id", "at most 256 characters"),
     ({**BASE, "surprise": 1}, "add_message.surprise", "Extra inputs are not permitted"),
     ({**BASE, "metadata": []}, "add_message.metadata", "valid dictionary"),
+    ({**BASE, "metadata": {"blob": "x" * 20_000}}, "metadata", "a message's metadata is at most 16384"),
     ({"action": "get_messages", "project": PROJECT, "session_id": "s", "limit": 1001}, "get_messages.limit",
      "less than or equal to 1000"),
     ({"action": "set_session_metadata", "project": PROJECT, "session_id": "s", "metadata": {"n": 1}},
@@ -96,3 +97,18 @@ def test_an_overlong_user_is_refused_and_clearing_an_empty_session_clears_nothin
     answer = post(appliance, {"action": "next_sequence", "user_canonical_id": "u" * 257, "date_str": "20260101"})
     assert answer.status_code == 400 and answer.json()["field"] == "next_sequence.user_canonical_id"
     assert post(appliance, {"action": "clear_session", **session}).json() == {"success": True, "cleared_count": 0}
+
+
+def test_a_sessions_metadata_is_bounded_in_total(appliance: Appliance) -> None:
+    session = {"action": "set_session_metadata", "project": PROJECT, "session_id": "proxy-meta-bounds"}
+    read = {"action": "get_session_metadata", "project": PROJECT, "session_id": "proxy-meta-bounds"}
+    assert post(appliance, {**session, "metadata": {f"f{i}": "v" for i in range(40)}}).status_code == 200
+    answer = post(appliance, {**session, "metadata": {f"g{i}": "v" for i in range(40)}})
+    assert answer.status_code == 400 and answer.json()["field"] == "metadata", answer.text
+    assert "would hold 80 fields; a session keeps at most 64" in answer.json()["detail"]
+    post(appliance, {"action": "clear_session", "project": PROJECT, "session_id": "proxy-meta-bounds"})
+    assert post(appliance, {**session, "metadata": {"a": "x" * 40_000}}).status_code == 200
+    answer = post(appliance, {**session, "metadata": {"b": "x" * 40_000}})
+    assert answer.status_code == 400 and answer.json()["field"] == "metadata", answer.text
+    assert "a session keeps at most 65536" in answer.json()["detail"]
+    assert list(post(appliance, read).json()["metadata"]) == ["a"], "a refused write changes nothing"

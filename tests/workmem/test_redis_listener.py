@@ -154,3 +154,30 @@ def test_the_appliance_starts_when_the_redis_port_is_taken_and_says_which_settin
             assert "the working-memory Redis listener is off" in log and "redis_port" in log
             assert running.process.poll() is None
     assert free_port()  # the appliance is gone and nothing leaked
+
+
+def test_metadata_is_bounded_per_message_and_per_session(client: redis.Redis) -> None:
+    proto = client.connection_pool.connection_kwargs["protocol"]
+    messages, metadata = keys_of(f"personal:user-bounds{proto}:20260101:001")
+    try:
+        heavy = json.dumps({"role": "user", "content": "hi", "metadata": {"blob": "x" * 20_000}})
+        with pytest.raises(redis.ResponseError, match=r"^metadata: 200\d\d bytes as JSON; a message's metadata is "
+                           r"at most 16384"):
+            client.rpush(messages, heavy)
+        assert client.llen(messages) == 0, "nothing buffered"
+        assert client.rpush(messages, MESSAGE) == 1
+        assert client.hset(metadata, mapping={f"f{i}": "v" for i in range(64)}) == 64
+        with pytest.raises(redis.ResponseError, match=r"^metadata: the session's metadata would hold 65 fields; a "
+                           r"session keeps at most 64"):
+            client.hset(metadata, "one-more", "v")
+        assert client.hset(metadata, "f0", "changed") == 0, "updating a field that exists still fits"
+        assert client.delete(metadata) == 1
+        assert client.hset(metadata, mapping={"a": "x" * 40_000}) == 1
+        with pytest.raises(redis.ResponseError, match=r"^metadata: the session's metadata would hold 800\d\d bytes "
+                           r"as JSON; a session keeps at most 65536"):
+            client.hset(metadata, mapping={"b": "x" * 40_000})
+        with pytest.raises(redis.ResponseError, match=r"^metadata: the write alone holds 100 fields"):
+            client.hset(metadata, mapping={f"g{i}": "v" for i in range(100)})
+        assert list(client.hgetall(metadata)) == ["a"], "a refused write changes nothing"
+    finally:
+        client.delete(messages, metadata)
