@@ -202,7 +202,7 @@ class MemorySettings(_Section):
 class KumihoSettings(_Section):
     """The seed's ``[kumiho]`` block: what the appliance honours."""
 
-    mode: Literal["local_ce"] = Field("local_ce", description="the seed's [kumiho].mode; this appliance is a local CE")
+    mode: Literal["local_ce"] = Field("local_ce", description="Revka's [kumiho] mode; this appliance is a local CE")
     default_project: str = Field("CognitiveMemory", description="project of the memory tools and of short krefs")
     memory_retrieval_limit: int = Field(3, ge=1, le=100, description="operator tools' limit cap")
     grpc: bool = Field(True, description="serve Kumiho's own wire protocol (gRPC kumiho.KumihoService, plaintext "

@@ -66,7 +66,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("Recall", ("kumiho_memory_engage", "kumiho_memory_recall", "kumiho_memory_retrieve", "kumiho_fulltext_search"),
      "* Scores are on the appliance's one calibrated 0..1 scale ([search.md](search.md)); `min_score` "
      "drops results below it. Recall ranks hybrid (vector + full-text) hits, one memory per item (its "
-     "`published` revision, else the latest), with the seed's time decay, current memories before the "
+     "`published` revision, else the latest), with a half-life time decay, current memories before the "
      "ones they supersede, and diversity. Deprecated items never appear.\n"
      "* engage and recall return memories of kind `conversation` (what the write tools create); retrieve "
      "takes the kind as `memory_item_kind`. A `limit` above 100 is treated as 100.\n"
