@@ -114,6 +114,11 @@ def item_of(revision: str) -> str:
 # Kùzu scans a whole relationship table when a pattern filters on relationship properties
 # ({tag: …, until: …}), but follows adjacency lists from a bound node quickly; so tag spans are read from
 # their item and filtered here.
+def archived_projects(tx: Tx) -> set[str]:
+    """The names of the archived (deprecated) projects, whose items listings and the index leave out."""
+    return {r[0] for r in tx.rows("MATCH (p:Project) WHERE p.deprecated RETURN p.name")}
+
+
 def tag_spans(tx: Tx, item: str) -> list[tuple[str, str, str, str]]:
     """Every tag span of an item: (revision id, tag, since, until) with until '' while it holds."""
     return [(r, tag, since, until) for r, tag, since, until in tx.rows(

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from appliance.graph._support import StoreBase, item_of, loads, to_kref
+from appliance.graph._support import StoreBase, archived_projects, item_of, loads, to_kref
 from appliance.graph.engine import Tx
 
 
@@ -53,7 +53,7 @@ class OutboxStore(StoreBase):
                            "RETURN i, r ORDER BY r.id LIMIT $n", {"n": limit})
             if not rows:
                 return []
-            archived = {r[0] for r in tx.rows("MATCH (p:Project) WHERE p.deprecated RETURN p.name")}
+            archived = archived_projects(tx)
             tags: dict[str, list[str]] = {}
             for revision, tag in tx.rows("MATCH (:Item)-[t:TAGGED]->(r:Revision) WHERE NOT r.indexed "
                                          "AND t.until = '' RETURN r.id, t.tag"):

@@ -12,6 +12,7 @@ from appliance.errors import Conflict, InvalidArgument, NotFound
 from appliance.graph._support import (
     LOCAL_USER,
     StoreBase,
+    archived_projects,
     check_page_size,
     decode_cursor,
     dumps,
@@ -392,8 +393,7 @@ class StructureStore(StoreBase):
         prefix = "" if names.is_glob(context) else context
 
         def job(tx: Tx) -> tuple[list[list[Any]], set[str]]:
-            archived = set() if include_deprecated else {
-                r[0] for r in tx.rows("MATCH (p:Project) WHERE p.deprecated RETURN p.name")}
+            archived = set() if include_deprecated else archived_projects(tx)
             return tx.rows(
                 "MATCH (i:Item) WHERE starts_with(i.id, $prefix) AND ($incl OR NOT i.deprecated) "
                 "AND ($kind = '' OR i.kind = $kind) RETURN i ORDER BY i.id",
@@ -414,12 +414,11 @@ class StructureStore(StoreBase):
     def item_names(self, prefix: str = "", kind_filter: str = "", include_deprecated: bool = False
                    ) -> list[tuple[str, str, str]]:
         """(item kref, item name, kind) of every item whose kref, after ``kref://``, starts with ``prefix``:
-        what a search by name scans, three columns and no metadata (a tenth of ``matching_items``' time).
+        what a search by name scans, three columns and no metadata (a tenth of ``search_items``' time).
         Deprecated items and archived projects' items are left out unless ``include_deprecated``."""
 
         def job(tx: Tx) -> tuple[list[list[Any]], set[str]]:
-            archived = set() if include_deprecated else {
-                r[0] for r in tx.rows("MATCH (p:Project) WHERE p.deprecated RETURN p.name")}
+            archived = set() if include_deprecated else archived_projects(tx)
             return tx.rows(
                 "MATCH (i:Item) WHERE starts_with(i.id, $prefix) AND ($kind = '' OR i.kind = $kind) "
                 "AND ($incl OR NOT i.deprecated) RETURN i.id, i.project, i.name, i.kind ORDER BY i.id",
