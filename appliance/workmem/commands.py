@@ -22,6 +22,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TypeVar
 
 from appliance import __version__
 from appliance.errors import KumihoError
@@ -29,6 +30,8 @@ from appliance.memory.working import WorkingMemory, check_name
 from appliance.workmem import buffer, keys
 from appliance.workmem.keys import ActiveSession, Generation, Messages, Metadata, Sequence
 from appliance.workmem.resp import OK, Error, Reply, Status
+
+TypedKey = TypeVar("TypedKey", Messages, Metadata)
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +90,14 @@ def _key(value: bytes) -> keys.Key:
         return keys.parse(_text(value, "the key"))
     except keys.UnservedKey as exc:
         raise CommandError(f"ERR {exc}") from None
+
+
+def _typed_key(value: bytes, kind: type[TypedKey]) -> TypedKey:
+    """The key, which must name a ``kind`` (the messages list, the metadata hash); WRONGTYPE otherwise."""
+    key = _key(value)
+    if not isinstance(key, kind):
+        raise CommandError(WRONGTYPE.text)
+    return key
 
 
 def _arity(args: list[bytes], low: int, high: int | None = None) -> None:
@@ -288,15 +299,9 @@ class Commands:
         return -1 if self._exists(key) else -2
 
     # -- the messages list -----------------------------------------------------------------------------
-    def _messages_key(self, value: bytes) -> Messages:
-        key = _key(value)
-        if not isinstance(key, Messages):
-            raise CommandError(WRONGTYPE.text)
-        return key
-
     def _rpush(self, conn: Connection, args: list[bytes]) -> Reply:
         _arity(args, 2)
-        key = self._messages_key(args[1])
+        key = _typed_key(args[1], Messages)
         if len(args) > 3:
             raise CommandError("ERR RPUSH takes one message per call here (RPUSH <key> <message JSON>)")
         message = buffer.parse_pushed(_text(args[2], "the message"))
@@ -305,7 +310,7 @@ class Commands:
 
     def _lrange(self, conn: Connection, args: list[bytes]) -> Reply:
         _arity(args, 3, 3)
-        key = self._messages_key(args[1])
+        key = _typed_key(args[1], Messages)
         start, stop = _int(args[2]), _int(args[3])
         total = self.working.count(key.project, key.session_id)
         start = max(0, start + total if start < 0 else start)
@@ -317,21 +322,15 @@ class Commands:
 
     def _llen(self, conn: Connection, args: list[bytes]) -> Reply:
         _arity(args, 1, 1)
-        key = self._messages_key(args[1])
+        key = _typed_key(args[1], Messages)
         return self.working.count(key.project, key.session_id)
 
     # -- the metadata hash -----------------------------------------------------------------------------
-    def _metadata_key(self, value: bytes) -> Metadata:
-        key = _key(value)
-        if not isinstance(key, Metadata):
-            raise CommandError(WRONGTYPE.text)
-        return key
-
     def _hset(self, conn: Connection, args: list[bytes]) -> Reply:
         _arity(args, 3)
         if len(args) % 2:
             raise CommandError("ERR wrong number of arguments for 'hset' command")
-        key = self._metadata_key(args[1])
+        key = _typed_key(args[1], Metadata)
         pairs = args[2:]
         values = {_text(pairs[i], "a field"): _text(pairs[i + 1], "a value") for i in range(0, len(pairs), 2)}
         before = self.working.metadata(key.project, key.session_id)
@@ -340,7 +339,7 @@ class Commands:
 
     def _hgetall(self, conn: Connection, args: list[bytes]) -> Reply:
         _arity(args, 1, 1)
-        key = self._metadata_key(args[1])
+        key = _typed_key(args[1], Metadata)
         return dict(self.working.metadata(key.project, key.session_id).items())
 
     # -- listing sessions ------------------------------------------------------------------------------
