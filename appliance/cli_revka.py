@@ -13,11 +13,11 @@ import argparse
 import json
 import os
 import sys
-import uuid
 from pathlib import Path
 from typing import Any, Literal
 
 from appliance.errors import InvalidArgument, KumihoError
+from appliance.fsutil import write_durably
 
 DEFAULT_OUTPUT = "~/.revka/kumiho_ce_mcp.py"
 MAX_PATH_CHARS = 4096  # PATH_MAX on Linux: longer cannot be opened anyway
@@ -101,19 +101,7 @@ def write_launcher(path: Path, text: str, *, force: bool) -> Outcome:
         raise InvalidArgument(f"--output: {path} already exists and is not this launcher; pass --force to replace "
                               "it, or --output another path", field="--output")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(payload)
-                handle.flush()
-                os.fchmod(handle.fileno(), MODE)  # not left to the umask: Revka must be able to run it
-                os.fsync(handle.fileno())
-            os.replace(temp, path)
-        except BaseException:
-            temp.unlink(missing_ok=True)
-            raise
+        write_durably(path, payload, mode=MODE)  # MODE exactly, not left to the umask: Revka must run it
     except OSError as exc:
         raise KumihoError(f"--output: cannot write {path} ({exc.strerror}); choose a folder you can write to") \
             from None

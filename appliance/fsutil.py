@@ -54,10 +54,11 @@ def make_dirs(folder: Path) -> None:
         fsync_dir(path.parent)
 
 
-def write_durably(path: Path, data: bytes | str, *, sync_folder: bool = True) -> Path:
+def write_durably(path: Path, data: bytes | str, *, sync_folder: bool = True, mode: int = 0o600) -> Path:
     """Write ``data`` to ``path`` so that it is complete on disk when this returns: a temporary file in the
     same folder, fsynced, renamed over ``path``, then the folder fsynced. Readers never see a partial file.
-    A caller writing a batch may pass ``sync_folder=False`` and fsync each distinct folder once itself."""
+    A caller writing a batch may pass ``sync_folder=False`` and fsync each distinct folder once itself.
+    ``mode``: the file's permissions, exactly (not left to the umask); private unless said otherwise."""
     payload = data.encode("utf-8") if isinstance(data, str) else data
     make_dirs(path.parent)
     temp = path.with_name(f"{path.name}.{uuid.uuid4().hex[:8]}{TEMP_SUFFIX}")
@@ -66,6 +67,7 @@ def write_durably(path: Path, data: bytes | str, *, sync_folder: bool = True) ->
         with os.fdopen(fd, "wb") as handle:
             handle.write(payload)
             handle.flush()
+            os.fchmod(handle.fileno(), mode)
             os.fsync(handle.fileno())
         os.replace(temp, path)
     except BaseException:
