@@ -8,22 +8,16 @@ from collections.abc import Iterator
 import jsonschema
 import pytest
 
-from appliance.config import load_settings
 from appliance.inference import prompts
-from appliance.inference.install import chat_models, installed_path, models_dir
 from appliance.inference.llm import SMOKE_SCHEMA, LlamaModel
+from tests import real_model
 
 pytestmark = pytest.mark.real_model
 
 
 @pytest.fixture(scope="module")
 def default_model() -> Iterator[LlamaModel]:
-    settings = load_settings()
-    name, entry = next(iter(chat_models().items()))
-    path = installed_path(settings, name)
-    # make test installs the default model: a missing one is a failure, not a skip
-    assert path is not None, f"{name} is not installed in {models_dir(settings)}: run `make models`"
-    model = LlamaModel(path, model_id=name, sha256=entry["sha256"], size=entry["size"], context_tokens=2048)
+    model = real_model.default_model(context_tokens=2048)
     yield model
     model.close()
 

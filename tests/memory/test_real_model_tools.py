@@ -11,12 +11,10 @@ from typing import Any
 
 import pytest
 
-from appliance.config import load_settings
-from appliance.inference.install import chat_models, installed_path, models_dir
-from appliance.inference.llm import LlamaModel
 from tests.inprocess import InProcess, serve_in_process
 from tests.mcp_api.clients import call
 from tests.memory.test_model_tools import run
+from tests.real_model import default_model
 
 pytestmark = pytest.mark.real_model
 SAMPLES = json.loads((Path(__file__).parents[2] / "benchmarks" / "data" / "llm_samples.json").read_text())
@@ -24,11 +22,7 @@ SAMPLES = json.loads((Path(__file__).parents[2] / "benchmarks" / "data" / "llm_s
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcess]:
-    settings = load_settings()
-    name, entry = next(iter(chat_models().items()))
-    path = installed_path(settings, name)
-    assert path is not None, f"{name} is not installed in {models_dir(settings)}: run `make models`"
-    model = LlamaModel(path, model_id=name, sha256=entry["sha256"], size=entry["size"])
+    model = default_model()
     with serve_in_process(tmp_path_factory.mktemp("real") / "data", model, search={"embedder": "minilm"},
                           inference={"tool_wait_seconds": 240},
                           maintenance={"idle_consolidation_minutes": 0, "dream_state_min_age_days": 0,

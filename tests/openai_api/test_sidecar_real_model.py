@@ -16,11 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from appliance.config import load_settings
-from appliance.inference.install import chat_models, installed_path, models_dir
-from appliance.inference.llm import LlamaModel
 from tests.inprocess import InProcess, serve_in_process
+from tests.kumiho_sdk_env import sdk_python
 from tests.openai_api.conftest import QUIET
+from tests.real_model import default_model
 
 pytestmark = pytest.mark.real_model
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,25 +47,9 @@ print(json.dumps(asyncio.run(main())))
 """
 
 
-def sdk_python() -> str:
-    """The SDK environment's interpreter (``make kumiho-sdk``; ``KUMIHO_SDK_PYTHON`` overrides); missing is a
-    failure, not a skip."""
-    try:
-        from tests.kumiho_sdk_env import sdk_python as shared  # the SDK environment's one helper, once it exists
-    except ImportError:
-        path = Path(os.environ.get("KUMIHO_SDK_PYTHON") or ROOT / ".venv-kumiho" / "bin" / "python")
-        assert path.is_file(), f"no Kumiho SDK environment at {path}: run `make kumiho-sdk`"
-        return str(path)
-    return str(shared())
-
-
 @pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcess]:
-    settings = load_settings()
-    name, entry = next(iter(chat_models().items()))
-    path = installed_path(settings, name)
-    assert path is not None, f"{name} is not installed in {models_dir(settings)}: run `make models`"
-    model = LlamaModel(path, model_id=name, sha256=entry["sha256"], size=entry["size"])
+    model = default_model()
     with serve_in_process(tmp_path_factory.mktemp("sidecar-llm") / "data", model, maintenance=QUIET) as running:
         yield running
 
@@ -76,7 +59,7 @@ def test_the_sidecars_summarizer_runs_on_the_local_model(app: InProcess) -> None
     env.update({"KUMIHO_LLM_PROVIDER": "openai", "KUMIHO_LLM_BASE_URL": app.base_url + "/v1",
                 "KUMIHO_LLM_API_KEY": "sk-local-dummy", "KUMIHO_LLM_MODEL": "gpt-4o",
                 "KUMIHO_LLM_LIGHT_MODEL": "gpt-4o-mini"})
-    done = subprocess.run([sdk_python(), "-c", SIDECAR, json.dumps(CONVERSATION)], env=env, capture_output=True,
+    done = subprocess.run([str(sdk_python()), "-c", SIDECAR, json.dumps(CONVERSATION)], env=env, capture_output=True,
                           text=True, timeout=280, cwd=ROOT)
     assert done.returncode == 0, f"stdout: {done.stdout[-3000:]}\nstderr: {done.stderr[-3000:]}"
     result = json.loads(done.stdout.strip().splitlines()[-1])

@@ -1,0 +1,19 @@
+"""The installed default chat model, for the tests that run on it (``make test`` installs it: a missing one is a
+failure, not a skip)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from appliance.config import load_settings
+from appliance.inference.install import chat_models, installed_path, models_dir
+from appliance.inference.llm import LlamaModel
+
+
+def default_model(**options: Any) -> LlamaModel:
+    """The manifest's default model, verified by its sha256 when it loads; ``options`` go to ``LlamaModel``."""
+    settings = load_settings()
+    name, entry = next(iter(chat_models().items()))
+    path = installed_path(settings, name)
+    assert path is not None, f"{name} is not installed in {models_dir(settings)}: run `make models`"
+    return LlamaModel(path, model_id=name, sha256=entry["sha256"], size=entry["size"], **options)
