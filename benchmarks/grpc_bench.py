@@ -37,12 +37,10 @@ import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from appliance.app import make_embedder
 from appliance.config import load_settings
 from appliance.datadir import DataDir
 from appliance.graph import GraphStore, NewRevision
-from appliance.search.index import SearchIndex
-from appliance.search.sync import IndexSync
+from benchmarks.mcp_bench import index_offline
 from tests.appliance_process import serve
 from tests.kumiho_sdk_env import sdk_env, sdk_python
 from tests.mcp_api.clients import http_session
@@ -75,10 +73,7 @@ def prepare(root: Path, items: int) -> list[str]:
             rows.append(NewRevision(kref, {"title": " ".join(words), "summary": f"notes on {' and '.join(words)}"}))
         result = graph.create_revisions(rows)
         assert not result.failures, result.failures
-        embedder = make_embedder(settings)
-        index = SearchIndex(data_dir.root / "index", embedder.dim, embedder.model_id)
-        IndexSync(graph, index, embedder, batch=512).run_pending()
-        index.optimize()
+        index_offline(settings, data_dir, graph)
     return krefs
 
 

@@ -39,7 +39,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from appliance.app import make_embedder
-from appliance.config import load_settings
+from appliance.config import Settings, load_settings
 from appliance.datadir import DataDir
 from appliance.graph import GraphStore, NewRevision
 from appliance.memory.records import SCHEMA
@@ -113,14 +113,19 @@ def prepare(root: Path, memories: int, embedder_name: str, turns: list[dict[str,
                     "space": f"{PROJECT}/{space}"}))
             result = graph.create_revisions(rows)
             assert not result.failures, result.failures
-        embedder = make_embedder(settings)
-        index = SearchIndex(data_dir.root / "index", embedder.dim, embedder.model_id)
-        IndexSync(graph, index, embedder, batch=512).run_pending()
-        index.optimize()
+        index_offline(settings, data_dir, graph)
     (root / MARKER).write_text(json.dumps({"memories": memories, "embedder": embedder_name}))
 
 
 # -- the appliance as a process -------------------------------------------------------------------------
+def index_offline(settings: Settings, data_dir: DataDir, graph: GraphStore) -> None:
+    """Index every revision of a graph written offline (as the appliance would on its start), then compact."""
+    embedder = make_embedder(settings)
+    index = SearchIndex(data_dir.root / "index", embedder.dim, embedder.model_id)
+    IndexSync(graph, index, embedder, batch=512).run_pending()
+    index.optimize()
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
