@@ -47,6 +47,11 @@ SEARCH_KEYS = ("title", "summary", "content", "text", "topics", "keywords", "ent
                "decisions", "implications", "user_text", "assistant_text")
 
 
+# The version of what ``searchable_text`` builds: an index built with another version is rebuilt on open (its
+# rows' texts, and so their vectors and terms, would differ from what new rows get).
+TEXT_VERSION = 1
+
+
 def searchable_text(item_name: str, metadata: dict[str, str], tags: list[str]) -> str:
     """The text a revision is found by: its semantic metadata in a fixed order, else every value."""
     values = [metadata[k] for k in SEARCH_KEYS if metadata.get(k)]

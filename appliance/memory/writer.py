@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from appliance.core import kref as krefs
 from appliance.core import names
 from appliance.core.search import SearchFilter, SearchRequest
@@ -31,6 +33,7 @@ from appliance.memory.spaces import memory_item_name, slug, space_of
 from appliance.search.service import SearchService
 
 log = logging.getLogger(__name__)
+Stage = Callable[[list[str], dict[str, np.ndarray]], None]  # revision krefs, vectors by searchable text
 
 # Stacking thresholds on the one 0..1 scale (D1; docs/mcp-tools.md): a strong match stacks on its own; a
 # middle-band match only with the same memory type; both also need lexical overlap, because a false stack
@@ -105,9 +108,11 @@ def lexical_overlap(a: str, b: str) -> float:
 
 class MemoryWriter:
     def __init__(self, graph: GraphStore, search: SearchService, artifact_root: Path,
-                 wait_for_index: Callable[[], object] = lambda: None) -> None:
+                 wait_for_index: Callable[[], object] = lambda: None, stage: Stage = lambda krefs, vectors: None
+                 ) -> None:
         self.graph, self.search, self.artifact_root = graph, search, artifact_root
         self.wait_for_index = wait_for_index  # stacking must see memories stored just before
+        self.stage = stage  # after the commit: the new revisions and their vectors go to the index at once
 
     # -- deciding --------------------------------------------------------------------------------------
     def plan(self, draft: Draft) -> Plan:

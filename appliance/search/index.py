@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 from lancedb.index import BTree
 
-from appliance.core.search import SearchFilter
+from appliance.core.search import TEXT_VERSION, SearchFilter
 from appliance.errors import StorageError, Unavailable
 from appliance.search.resident import ResidentTable
 
@@ -90,12 +90,13 @@ class SearchIndex:
         self._meta_path = path / "index.json"
         self._lock = threading.Lock()  # LanceDB writes (and optimize) from one thread at a time
         if self._has_table() and not self._compatible():
-            log.warning("search index was built with another embedding model: dropping it for a rebuild")
+            log.warning("search index was built with another embedding model or text version: dropping it for a "
+                        "rebuild")
             self._db.drop_table(TABLE)
         if not self._has_table():
             self._db.create_table(TABLE, schema=_schema(dim))
             self._meta_path.unlink(missing_ok=True)
-            self._write_meta(model_id=model_id, dim=dim)
+            self._write_meta(model_id=model_id, dim=dim, text_version=TEXT_VERSION)
         self._table = self._db.open_table(TABLE)
         self._drop_fts_index()
         self._keyed = any(i.index_type == "BTree" for i in self._table.list_indices())
@@ -129,7 +130,8 @@ class SearchIndex:
 
     def _compatible(self) -> bool:
         meta = self._meta()
-        return bool(meta.get("model_id") == self.model_id and meta.get("dim") == self.dim)
+        return bool(meta.get("model_id") == self.model_id and meta.get("dim") == self.dim
+                    and meta.get("text_version", 1) == TEXT_VERSION)
 
     # -- writes ---------------------------------------------------------------------------------------
     def upsert(self, rows: list[IndexRow]) -> None:

@@ -20,7 +20,9 @@ class SearchService:
         self.index, self.embedder = index, embedder
         self._legs = ThreadPoolExecutor(max_workers=4, thread_name_prefix="search-leg")
 
-    def search(self, request: SearchRequest) -> list[Scored]:
+    def search(self, request: SearchRequest, query_vector: np.ndarray | None = None) -> list[Scored]:
+        """``query_vector``: the query's embedding when the caller has it already (a write embeds its own text
+        once, for its stacking search and its index row)."""
         pool = max(POOL, request.limit * 3)
         vectors: dict[str, float] = {}
         text_hits: list[Hit] = []
@@ -28,12 +30,13 @@ class SearchService:
         # the text leg runs beside the query embedding (ONNX Runtime releases the GIL)
         text_leg = self._legs.submit(self._text_hits, request, pool) if request.mode != "vector" else None
         if want_vector:
-            query_vector = self.embedder.embed([request.query])[0]
+            if query_vector is None:
+                query_vector = self.embedder.embed([request.query])[0]
             vectors = {h.revision_kref: h.raw for h in self.index.vector_search(query_vector, request.filter, pool)}
         if text_leg is not None:
             text_hits = text_leg.result()
         texts = {h.revision_kref: h.raw for h in text_hits}
-        if want_vector:  # exact cosines for text hits the vector leg did not return: every hit has both legs
+        if want_vector and query_vector is not None:  # exact cosines for text hits the vector leg did not return: every hit has both legs
             vectors.update({h.revision_kref: float(np.dot(h.vector, query_vector)) for h in text_hits
                             if h.revision_kref not in vectors and h.vector is not None})
         scored = [self._score(request, kref, vectors.get(kref), texts.get(kref)) for kref in {**vectors, **texts}]

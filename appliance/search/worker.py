@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
+
 from appliance.search import repair
 from appliance.search.repair import MovedAside
 from appliance.search.sync import IndexSync
@@ -93,6 +95,12 @@ class IndexWorker:
         with self._progress:
             target = self._commits
             return self._progress.wait_for(lambda: self._synced >= target or self._stop.is_set(), timeout)
+
+    def stage(self, revision_krefs: list[str], vectors: dict[str, np.ndarray]) -> None:
+        """Called by a writer right after its commit: these revisions were just written, ``vectors`` holds the
+        embeddings the writer computed, keyed by the searchable text they embed (``searchable_text``), so that
+        the sync need not embed them again."""
+        self._wake.set()
 
     def wake(self) -> None:
         self._wake.set()
