@@ -27,8 +27,16 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 _STOP = object()
 _HOLD = object()  # marks a job that runs between transactions (``KuzuEngine.hold``)
+# the number of the last transaction the current thread (or task) committed through ``KuzuEngine.write``
+_last_commit: contextvars.ContextVar[int] = contextvars.ContextVar("kuzu_last_commit", default=0)
 CHECKPOINT_WAL_BYTES = 16 * 1024 * 1024  # Kùzu's own threshold: a larger write-ahead log is checkpointed
 IDLE_CHECKPOINT_SECONDS = 1.0  # how soon an idle writer tries a checkpoint that is due
+
+
+class _Written(Future[T]):
+    """A write job's future, which also carries the number of the commit that made it durable."""
+
+    commit = 0
 
 
 class Connection:
@@ -225,6 +233,9 @@ class KuzuEngine:
         self._checkpoint_due = False  # after a rolled-back write (see _rollback) or once the log is large
         self._tx = Tx(self._writer_conn)  # the writer thread's one Tx: nested jobs share its transaction
         self.on_commit: list[Callable[[], None]] = []  # called on the writer thread after each commit
+        # committed write transactions, numbered from 1; counted before the listeners run, so a listener reads
+        # the number of the commit it hears of (the search index tells its readers which commits it holds)
+        self.commits = 0
         if not read_only:
             self._writer_conn.execute("CALL auto_checkpoint=false", {})
             self._writer.start()
@@ -236,11 +247,19 @@ class KuzuEngine:
             return job(self._tx)  # nested call from inside a job: same transaction (and its `wrote`)
         if self._closed or self.read_only:
             raise StorageError("the graph store is closed or opened read-only")
-        future: Future[T] = Future()
+        future: _Written[T] = _Written()
         # the job runs in the submitter's context: who is calling (appliance.core.caller) travels with it
         context = contextvars.copy_context()
         self._jobs.put((lambda tx: context.run(job, tx), future))
-        return future.result()
+        result = future.result()
+        _last_commit.set(future.commit)
+        return result
+
+    @staticmethod
+    def last_commit() -> int:
+        """The number (see ``commits``) of the last transaction this thread or task committed through ``write``;
+        0 before its first. A writer tells the search index which commit it has just staged this way."""
+        return _last_commit.get()
 
     def hold(self, job: Callable[[Tx], T]) -> T:
         """Run ``job`` on the writer thread between two transactions: no write commits while it runs (writes queue
@@ -288,6 +307,9 @@ class KuzuEngine:
                 for action in tx.committing:
                     action(tx)
                 self._writer_conn.execute("COMMIT", {})
+                self.commits += 1
+                if isinstance(future, _Written):
+                    future.commit = self.commits
                 self._checkpoint_due = self._checkpoint_due or self._wal_bytes() >= CHECKPOINT_WAL_BYTES
             except BaseException as exc:
                 if began:

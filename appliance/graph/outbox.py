@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Any
 
 from appliance.graph._support import StoreBase, archived_projects, item_of, loads, to_kref
 from appliance.graph.engine import Tx
@@ -45,25 +46,60 @@ class IndexDoc:
         return to_kref(item_of(self.revision_id))
 
 
+def _docs(tx: Tx, rows: list[list[Any]], tags: dict[str, list[str]]) -> list[IndexDoc]:
+    """IndexDocs of (item, revision) rows, given their revisions' current tags."""
+    archived = archived_projects(tx) if rows else set()
+    return [IndexDoc(r["id"], i["project"], i["space"], i["kind"], i["name"], loads(r["metadata"]),
+                     sorted(tags.get(r["id"], [])),
+                     bool(r["deprecated"] or i["deprecated"] or i["project"] in archived),
+                     r["created_at"], r["modified_at"]) for i, r in rows]
+
+
 class OutboxStore(StoreBase):
     def unindexed(self, limit: int = 256) -> list[IndexDoc]:
-        """Up to ``limit`` revisions waiting for the index, oldest id first."""
+        """Up to ``limit`` revisions waiting for the index, oldest id first. It scans every revision (~120 ms
+        at 100k revisions, benchmarks/index_bench.py): the index sync runs it on start, periodically and after
+        writes it was not told about (``unindexed_of_items`` reads a few items' revisions in milliseconds)."""
         def job(tx: Tx) -> list[IndexDoc]:
             rows = tx.rows("MATCH (i:Item)-[:HAS_REVISION]->(r:Revision) WHERE NOT r.indexed "
                            "RETURN i, r ORDER BY r.id LIMIT $n", {"n": limit})
             if not rows:
                 return []
-            archived = archived_projects(tx)
             tags: dict[str, list[str]] = {}
             for revision, tag in tx.rows("MATCH (:Item)-[t:TAGGED]->(r:Revision) WHERE NOT r.indexed "
                                          "AND t.until = '' RETURN r.id, t.tag"):
                 tags.setdefault(revision, []).append(tag)
-            return [IndexDoc(r["id"], i["project"], i["space"], i["kind"], i["name"], loads(r["metadata"]),
-                             sorted(tags.get(r["id"], [])),
-                             bool(r["deprecated"] or i["deprecated"] or i["project"] in archived),
-                             r["created_at"], r["modified_at"]) for i, r in rows]
+            return _docs(tx, rows, tags)
 
         return self._engine.read(job)
+
+    def unindexed_of_items(self, item_krefs: list[str]) -> list[IndexDoc]:
+        """The revisions of these items that wait for the index (a write's new revisions, and the earlier ones
+        whose tags or metadata it changed). Two primary-key reads per item: Kùzu plans ``UNWIND $ids … MATCH
+        ({id: id})`` as a scan of the whole table (~170 ms at 100k revisions), one id at a time costs ~2-7 ms."""
+        def job(tx: Tx) -> list[IndexDoc]:
+            rows: list[list[Any]] = []
+            tags: dict[str, list[str]] = {}
+            for item in dict.fromkeys(k[len("kref://"):] for k in item_krefs):
+                found = tx.rows("MATCH (i:Item {id: $item})-[:HAS_REVISION]->(r:Revision) WHERE NOT r.indexed "
+                                "RETURN i, r", {"item": item})
+                if not found:
+                    continue
+                rows += found
+                for revision, tag in tx.rows("MATCH (i:Item {id: $item})-[t:TAGGED]->(r:Revision) "
+                                             "WHERE t.until = '' RETURN r.id, t.tag", {"item": item}):
+                    tags.setdefault(revision, []).append(tag)
+            return _docs(tx, rows, tags)
+
+        return self._engine.read(job)
+
+    def commit_count(self) -> int:
+        """Write transactions committed since the store opened (see ``KuzuEngine.commits``)."""
+        return self._engine.commits
+
+    def last_commit(self) -> int:
+        """The number of the last transaction the calling thread or task committed (0: none yet)."""
+        return self._engine.last_commit()
 
     def removed_revisions(self) -> list[str]:
         """Krefs of revisions that committed deletions removed and whose index rows are still to be dropped."""

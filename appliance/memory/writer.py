@@ -179,11 +179,13 @@ class MemoryWriter:
                     written.append(plan.artifact_path)
             for folder in dict.fromkeys(path.parent for path in written):  # the renames, once per folder
                 fsync_dir(folder)
-            return self.graph.atomic(lambda: [self._write_one(plan) for plan in plans])
+            results = self.graph.atomic(lambda: [self._write_one(plan) for plan in plans])
         except BaseException:
             for path in written:
                 path.unlink(missing_ok=True)
             raise
+        self.stage([r["revision_kref"] for r in results], {})  # searchable now (the vectors: the writer slice)
+        return results
 
     def _write_one(self, plan: Plan) -> dict[str, Any]:
         d, g = plan.draft, self.graph

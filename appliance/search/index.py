@@ -102,6 +102,10 @@ class SearchIndex:
         self._keyed = any(i.index_type == "BTree" for i in self._table.list_indices())
         self._resident: ResidentTable | None = None  # loaded on first use (resident.py says why)
         self._resident_lock = threading.Lock()
+        # krefs of rows ``show`` made searchable that the table does not hold yet (``persist`` appends them);
+        # a row is shown before it is persisted, so the others are in the table
+        self._unpersisted: set[str] = set()
+        self._members = threading.Lock()  # the resident rows and ``_unpersisted`` change together
         self.on_unreadable: Callable[[], None] = lambda: None  # the index worker listens
 
     def _has_table(self) -> bool:
@@ -135,15 +139,32 @@ class SearchIndex:
 
     # -- writes ---------------------------------------------------------------------------------------
     def upsert(self, rows: list[IndexRow]) -> None:
+        """Make the rows searchable and write them to the table."""
+        self.show(rows)
+        self.persist(rows)
+
+    def show(self, rows: list[IndexRow]) -> None:
+        """Make the rows searchable now, in the resident copy only: ``persist`` writes them to the table later
+        (the index worker, in the background). Until then a crash loses them from the index, not from the graph,
+        whose outbox still lists their revisions (appliance/graph/outbox.py)."""
+        if not rows:
+            return
+        resident = self.resident()
+        with self._members:
+            self._unpersisted.update(r.revision_kref for r in rows if r.revision_kref not in resident)
+            resident.upsert([_as_record(r) for r in rows])
+
+    def persist(self, rows: list[IndexRow]) -> None:
+        """Write rows that ``show`` has made searchable to the table (one writer: the index worker)."""
         if not rows:
             return
         records = [_as_record(r) for r in rows]
-        resident = self.resident()
-        with self._lock:
+        with self._members:
             # rows the table does not hold yet are appended: a merge scans the whole table (~100 ms at 10k
-            # rows) while an append costs a few ms; the resident copy knows which rows exist
-            fresh = [r for r in records if r["revision_kref"] not in resident]
-            known = [r for r in records if r["revision_kref"] in resident]
+            # rows) while an append costs a few ms
+            fresh = [r for r in records if r["revision_kref"] in self._unpersisted]
+            known = [r for r in records if r["revision_kref"] not in self._unpersisted]
+        with self._lock:
             try:
                 if fresh:
                     self._table.add(pa.Table.from_pylist(fresh, schema=_schema(self.dim)))
@@ -152,20 +173,28 @@ class SearchIndex:
                      .when_not_matched_insert_all().execute(pa.Table.from_pylist(known, schema=_schema(self.dim))))
             except Exception as exc:  # lance raises plain exceptions
                 raise StorageError(f"search index write failed: {exc}") from exc
-            resident.upsert(records)
+            with self._members:
+                self._unpersisted.difference_update(r["revision_kref"] for r in fresh)
             if not self._keyed:
                 # a B-tree on the key: merges, deletes and lookups by kref drop from ~100-170 ms to ~10-30 ms
                 # at 10k rows (measured); rows added later are folded in by optimize()
                 self._table.create_index("revision_kref", config=BTree(), replace=True)
                 self._keyed = True
 
+    def unpersisted(self) -> int:
+        """Rows searchable in memory that the table does not hold yet."""
+        with self._members:
+            return len(self._unpersisted)
+
     def delete(self, revision_krefs: list[str]) -> None:
         for start in range(0, len(revision_krefs), 500):
             chunk = revision_krefs[start: start + 500]
             with self._lock:
                 self._table.delete("revision_kref IN (" + ", ".join(_quote(k) for k in chunk) + ")")
-                if self._resident is not None:
-                    self._resident.delete(chunk)
+                with self._members:
+                    self._unpersisted.difference_update(chunk)
+                    if self._resident is not None:
+                        self._resident.delete(chunk)
 
     def fragmented(self, small: int = 32) -> bool:
         """Whether many small files have piled up (each write adds one): time to compact."""
@@ -202,7 +231,8 @@ class SearchIndex:
     def text_hashes(self, revision_krefs: list[str]) -> dict[str, tuple[str, np.ndarray]]:
         """Existing rows' text hash and vector, so that an unchanged text is not embedded again."""
         resident = self.resident()
-        revision_krefs = [k for k in revision_krefs if k in resident]  # new revisions have no row to read
+        with self._members:  # new revisions have no row to read
+            revision_krefs = [k for k in revision_krefs if k in resident and k not in self._unpersisted]
         if not revision_krefs:
             return {}
         found = (self._table.search().where("revision_kref IN (" + ", ".join(map(_quote, revision_krefs)) + ")")
@@ -248,7 +278,9 @@ class SearchIndex:
         fresh = SearchIndex(self.path, self.dim, self.model_id, self._caches)
         with self._resident_lock, self._lock:
             self._db, self._table, self._keyed = fresh._db, fresh._table, fresh._keyed
-            self._resident = ResidentTable(self.dim)
+            with self._members:
+                self._resident = ResidentTable(self.dim)
+                self._unpersisted.clear()
 
 
 def _as_record(row: IndexRow) -> dict[str, Any]:

@@ -1,10 +1,26 @@
 """The background index sync: repairs the index on start, then writes pending rows soon after each commit.
 A failing round, or a search that cannot read the table, gets the index checked; a damaged one is moved aside
-and rebuilt from the graph (appliance/search/repair.py)."""
+and rebuilt from the graph (appliance/search/repair.py).
+
+Read-your-writes. A memory write ``stage``s its new revisions right after its commit: their rows are shown in
+the resident table at once (searchable by the next query), and queued here; a round then writes the queued rows
+to the LanceDB table in a batch and marks them indexed in the graph. Until then the graph's outbox flag is the
+durable record: a crash loses nothing the repair on start does not bring back. Readers that need their own
+writes (recall, gRPC Search) call ``wait_synced``, which waits only for commits that nobody staged: every commit
+is numbered (``KuzuEngine.commits``), a stage covers its writer's commit, the worker's own bookkeeping commits
+cover themselves, and an uncovered commit (a tag set through the API, a deletion, an import) is in once a
+round has read an empty outbox after it. A staged write that also changed other revisions of its item (stacking
+moves the ``latest`` tag off the previous revision; a revise marks it superseded) has those rows updated by
+the next round, a few tens of milliseconds later: a reader may briefly see the earlier revision with its old
+tags and metadata, never miss the new one.
+
+The outbox read scans every revision (~120 ms per round at 100k revisions): rounds read only the items that
+stages named, and scan on start, after an uncovered commit, periodically (``interval``) and for ``wait_idle``."""
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import threading
 from collections.abc import Iterator
@@ -13,7 +29,9 @@ from typing import Any
 
 import numpy as np
 
+from appliance.graph import IndexDoc
 from appliance.search import repair
+from appliance.search.index import IndexRow
 from appliance.search.repair import MovedAside
 from appliance.search.sync import IndexSync
 
@@ -25,6 +43,10 @@ log = logging.getLogger(__name__)
 # (batches) or rows, whichever comes first, when the sync is idle. A compaction costs ~1-3 s at 10k rows.
 OPTIMIZE_EVERY = 2_000  # rows
 OPTIMIZE_AFTER_WRITES = 64  # index writes (batches)
+# A commit wakes the worker; it lets this much time pass first, unless a reader waits: the writes of concurrent
+# clients go to the table in one batch (each write adds a file), and their stages have covered their commits by
+# then (an uncovered commit costs a scan of the outbox).
+SETTLE_SECONDS = 0.05
 
 
 class IndexWorker:
@@ -40,11 +62,19 @@ class IndexWorker:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._idle = threading.Event()
-        # read-your-writes: commits counted by the commit listener; synced = the count at the last read
-        # of an empty outbox
-        self._commits = 0
-        self._synced = 0
+        # read-your-writes (see the module's note): the last commit heard of; the last commit before a read of an
+        # empty outbox (synced); commits above it that need no scan (staged, or the worker's own); and the floor:
+        # every commit up to it is in the index or covered
+        self._commits = self._synced = self._floor = sync.graph.commit_count()
+        self._covered: set[int] = set()
         self._progress = threading.Condition()
+        self._hurry = threading.Event()  # a reader waits: no settling before the round
+        self._scan_due = True  # the next round reads the whole outbox
+        # staged rows (shown, not in the table yet), the newest per revision, and items whose other revisions
+        # changed with a staged write
+        self._staged: dict[str, tuple[IndexDoc, IndexRow]] = {}
+        self._items: set[str] = set()
+        self._queue_lock = threading.Lock()
         self._round = threading.Lock()  # held through each round; pause() takes it so no round runs
         self._pause_wanted = threading.Event()  # a long catch-up (a rebuild) yields between batches
         self._thread = threading.Thread(target=self._loop, name="index-sync", daemon=True)
@@ -83,24 +113,66 @@ class IndexWorker:
         return self._thread.is_alive() and not self._stop.is_set()
 
     def _on_commit(self) -> None:
+        commit = self.sync.graph.commit_count()  # on the writer thread: the number of the commit heard of
         with self._progress:
-            self._commits += 1
+            self._commits = max(self._commits, commit)
         self._wake.set()
 
     def wait_synced(self, timeout: float = 5.0) -> bool:
-        """Block until every commit made before this call is in the index (bounded: after ``timeout``
-        the caller goes on with the index as it is). False on timeout."""
+        """Block until every commit made before this call is searchable (bounded: after ``timeout`` the caller
+        goes on with the index as it is). Staged commits are searchable once staged. False on timeout."""
         if self.rebuilding is not None:  # behind a whole rebuild: waiting a few seconds would not help
             return False
         with self._progress:
             target = self._commits
-            return self._progress.wait_for(lambda: self._synced >= target or self._stop.is_set(), timeout)
+            if self._floor >= target:
+                return True
+            self._hurry.set()
+            return self._progress.wait_for(lambda: self._floor >= target or self._stop.is_set(), timeout)
 
     def stage(self, revision_krefs: list[str], vectors: dict[str, np.ndarray]) -> None:
         """Called by a writer right after its commit: these revisions were just written, ``vectors`` holds the
-        embeddings the writer computed, keyed by the searchable text they embed (``searchable_text``), so that
-        the sync need not embed them again."""
+        embeddings the writer computed, keyed by the searchable text they embed (``searchable_text``). Their rows
+        are searchable when this returns; the table and the graph's outbox follow in the background. Never
+        raises: the write is committed, and what a stage could not do the next round does."""
+        commit = self.sync.graph.last_commit()
+        try:
+            shown, others = self.sync.stage(revision_krefs, vectors)
+        except Exception as exc:  # the commit stays uncovered: readers wait for the round, which scans
+            log.warning("could not make a write searchable at once (the index sync will): %s", exc)
+            log.debug("stage failure", exc_info=True)
+            self._wake.set()
+            return
+        with self._queue_lock:
+            for doc, row in shown:
+                queued = self._staged.get(doc.revision_kref)
+                if queued is None or queued[0].modified_at <= doc.modified_at:
+                    self._staged[doc.revision_kref] = (doc, row)
+            self._items.update(d.item_kref for d in others)
+        self._cover(commit)
         self._wake.set()
+
+    def _cover(self, commit: int) -> None:
+        """Commit ``commit`` needs no round before readers see it (it was staged, or it is the worker's own)."""
+        with self._progress:
+            if commit > self._floor:
+                self._covered.add(commit)
+                self._advance()
+
+    def _advance(self) -> None:
+        """Raise the floor over synced and covered commits, and wake the readers waiting (holding _progress)."""
+        if self._synced > self._floor:
+            self._floor = self._synced
+            self._covered = {c for c in self._covered if c > self._floor}
+        while self._floor + 1 in self._covered:
+            self._floor += 1
+            self._covered.discard(self._floor)
+        self._progress.notify_all()
+
+    def staged(self) -> int:
+        """Rows searchable in memory whose table write is still queued."""
+        with self._queue_lock:
+            return len(self._staged)
 
     def wake(self) -> None:
         self._wake.set()
@@ -120,8 +192,10 @@ class IndexWorker:
             self._wake.set()  # commits made meanwhile, and a catch-up that yielded, go on now
 
     def wait_idle(self, timeout: float = 30.0) -> bool:
-        """Block until everything pending has been indexed (tests, read-your-writes callers)."""
+        """Block until everything pending has been indexed and written to the table (tests, backups)."""
         self._idle.clear()
+        self._scan_due = True
+        self._hurry.set()
         self._wake.set()
         return self._idle.wait(timeout)
 
@@ -134,13 +208,18 @@ class IndexWorker:
             if outcome == "healed":
                 continue  # the damaged index was replaced: refill the new one at once
             if outcome == "failed":
+                self._scan_due = True
                 self._stop.wait(self.interval)  # back off (not holding the round): a failing round must not spin
                 continue
             first = False
             if self._wake.is_set():
                 continue  # a commit landed during the round
             self._idle.set()
-            self._wake.wait(self.interval)  # a commit wakes us early; otherwise a periodic round
+            if not self._wake.wait(self.interval):  # a commit wakes us early; otherwise a periodic round
+                self._scan_due = True
+            elif not self._stop.is_set():
+                self._hurry.wait(SETTLE_SECONDS)
+            self._hurry.clear()
 
     def _round_once(self, first: bool) -> str:
         """One round: repair on the first, catch up with the outbox, compact when due. "ok", "healed" (it
@@ -155,7 +234,7 @@ class IndexWorker:
                 self._written += repaired.indexed
                 log.info("search index ready: %d rows written, %d stale removed, %d requeued",
                          repaired.indexed, repaired.removed, repaired.requeued)
-            self._written += self._catch_up()
+            self._written += self._catch_up(first)
             if not self._wake.is_set() and self._compaction_due():
                 log.debug("index compaction: started")  # these marks let the crash suite aim its kills
                 self.sync.index.optimize()  # only this thread writes the index: safe while idle
@@ -181,6 +260,10 @@ class IndexWorker:
             if not health.damaged:
                 return False
             self.rebuilding = repair.replace_damaged(self.sync.index, self.sync.graph, health.detail)
+            with self._queue_lock:  # every revision is requeued in the graph: the round after reads them all
+                self._staged.clear()
+                self._items.clear()
+            self._scan_due = True
         except Exception as exc:  # e.g. the directory cannot be renamed: keep retrying like any failed round
             log.error("could not replace the damaged search index: %s", exc)
             return False
@@ -199,9 +282,11 @@ class IndexWorker:
             self._check_fragments, self._writes = False, 0
         return False
 
-    def _catch_up(self) -> int:
-        """Index until the outbox is empty. An empty outbox read after commit n means every commit up to n
-        is indexed (this round's own mark-indexed commits included), so n is published as synced."""
+    def _catch_up(self, scanned: bool) -> int:
+        """Index until nothing is pending: staged rows to the table first, then the items stages named, then,
+        when due, the whole outbox. An empty outbox read after commit n means every commit up to n is indexed
+        (this round's own mark-indexed commits included), so n is published as synced. ``scanned``: the
+        round's start-up repair has just read the whole outbox."""
         written = 0
         while True:
             if self._pause_wanted.is_set():
@@ -209,26 +294,77 @@ class IndexWorker:
                 return written
             with self._progress:
                 seen = self._commits
-            self.sync.drop_removed()  # queued before the commits counted in `seen` were announced
-            docs = self.sync.graph.unindexed(self.sync.batch)
-            if not docs:
-                with self._progress:
-                    self._synced = max(self._synced, seen)
-                    self._progress.notify_all()
-                if self.rebuilding is not None:
-                    log.warning("the search index has been rebuilt from the graph (the damaged copy stays at %s; "
-                                "delete it when you no longer need it)", self.rebuilding.aside)
-                    self.rebuilding = None
+                uncovered = self._floor < seen
+            dropped: list[str] = []
+            self.sync.drop_removed(dropped)  # queued before the commits counted in `seen` were announced
+            with self._queue_lock:
+                for kref in dropped:
+                    self._staged.pop(kref, None)
+                batch = list(itertools.islice(self._staged.values(), self.sync.batch))
+                items = [] if batch else sorted(self._items)
+                self._items.clear()
+            if batch:
+                written += self._write_staged(batch)
+                continue
+            if items:
+                written += self._index_items(items)
+                continue
+            if not (self._scan_due or uncovered or scanned):
                 return written
-            log.debug("index round: writing %d rows", len(docs))
-            self.sync.index_docs(docs)
-            log.debug("index round: finished")
-            written += len(docs)
+            self._scan_due = False
+            docs = self.sync.next_batch()
+            if docs:
+                log.debug("index round: wrote %d rows", len(docs))
+                self._forget_staged(docs)
+                self._cover(self.sync.graph.last_commit())
+                written += len(docs)
+                self._writes += 1
+                scanned = True  # go on until the outbox reads empty
+                continue
+            with self._progress:
+                self._synced = max(self._synced, seen)
+                self._advance()
+            if self.rebuilding is not None:
+                log.warning("the search index has been rebuilt from the graph (the damaged copy stays at %s; "
+                            "delete it when you no longer need it)", self.rebuilding.aside)
+                self.rebuilding = None
+            return written
+
+    def _write_staged(self, batch: list[tuple[IndexDoc, IndexRow]]) -> int:
+        """Staged rows (searchable already) to the table, then their outbox flags cleared."""
+        log.debug("index round: writing %d staged rows", len(batch))
+        self.sync.index.persist([row for _, row in batch])
+        self.sync.graph.mark_indexed([doc for doc, _ in batch])
+        self._cover(self.sync.graph.last_commit())
+        with self._queue_lock:
+            for doc, _ in batch:  # a newer state staged meanwhile stays queued
+                if self._staged.get(doc.revision_kref, (None,))[0] is doc:
+                    del self._staged[doc.revision_kref]
+        self._writes += 1
+        return len(batch)
+
+    def _index_items(self, items: list[str]) -> int:
+        with self._queue_lock:
+            staged = set(self._staged)
+        shown = self.sync.index_items(items, skip=lambda doc: doc.revision_kref in staged)
+        if shown:
+            self._forget_staged([doc for doc, _ in shown])
+            self._cover(self.sync.graph.last_commit())
             self._writes += 1
+        return len(shown)
+
+    def _forget_staged(self, written: list[IndexDoc]) -> None:
+        """Queued rows that a round has just written in the same or a newer state need no write of their own."""
+        with self._queue_lock:
+            for doc in written:
+                queued = self._staged.get(doc.revision_kref)
+                if queued is not None and queued[0].modified_at <= doc.modified_at:
+                    del self._staged[doc.revision_kref]
 
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
+        self._hurry.set()
         with self._progress:
             self._progress.notify_all()
         self._thread.join(timeout=30)
