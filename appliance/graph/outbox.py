@@ -15,6 +15,7 @@ removes. Archiving a project flags its revisions: their rows are then marked dep
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,11 +113,17 @@ class OutboxStore(StoreBase):
         with self._removed_lock:
             self._removed = [r for r in self._removed if r not in dropped]
 
-    def mark_indexed(self, docs: list[IndexDoc]) -> None:
-        """Clear the outbox flag of revisions whose state is still the one that was indexed."""
-        self._engine.write(lambda tx: tx.unwind(
-            "UNWIND $rows AS row MATCH (r:Revision {id: row.id}) WHERE r.modified_at = row.m "
-            "SET r.indexed = true", [{"id": d.revision_id, "m": d.modified_at} for d in docs]))
+    def mark_indexed(self, docs: list[IndexDoc], committed: Callable[[int], None] | None = None) -> None:
+        """Clear the outbox flag of revisions whose state is still the one that was indexed. ``committed`` is
+        told the number of this commit before the commit listeners hear of it (the index worker's own commits
+        change nothing a reader waits for)."""
+        def job(tx: Tx) -> None:
+            tx.unwind("UNWIND $rows AS row MATCH (r:Revision {id: row.id}) WHERE r.modified_at = row.m "
+                      "SET r.indexed = true", [{"id": d.revision_id, "m": d.modified_at} for d in docs])
+            if committed is not None:
+                tx.after_commit(lambda: committed(self._engine.commits))
+
+        self._engine.write(job)
 
     def mark_unindexed(self, revision_krefs: list[str]) -> None:
         """Queue these revisions for indexing (their index rows are missing)."""

@@ -79,6 +79,7 @@ class IndexSync:
     def __init__(self, graph: GraphStore, index: SearchIndex, embedder: Embedder, batch: int = 128) -> None:
         self.graph, self.index, self.embedder, self.batch = graph, index, embedder, batch
         self.shown = ShownStates()
+        self.marked: Callable[[int], None] | None = None  # told the number of each mark-indexed commit
 
     def run_pending(self, progress: Progress | None = None) -> int:
         """Index every revision waiting in the outbox; returns how many rows were written."""
@@ -133,7 +134,7 @@ class IndexSync:
             return []
         shown = self.shown.show(docs, self._rows(docs), self.index.show)
         self.index.persist([r for _, r in shown])
-        self.graph.mark_indexed([d for d, _ in shown])
+        self.graph.mark_indexed([d for d, _ in shown], self.marked)
         return shown
 
     def _rows(self, docs: list[IndexDoc], given: Mapping[str, np.ndarray] | None = None) -> list[IndexRow]:

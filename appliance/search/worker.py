@@ -77,6 +77,7 @@ class IndexWorker:
         self._queue_lock = threading.Lock()
         self._round = threading.Lock()  # held through each round; pause() takes it so no round runs
         self._pause_wanted = threading.Event()  # a long catch-up (a rebuild) yields between batches
+        sync.marked = self._cover  # the worker's own commits: nothing for a reader to wait for
         self._thread = threading.Thread(target=self._loop, name="index-sync", daemon=True)
         self.last_error: str | None = None  # the failed round's error, for the log: clients get ``sync_error()``
         self.last_failed_at: datetime | None = None
@@ -302,7 +303,8 @@ class IndexWorker:
                     self._staged.pop(kref, None)
                 batch = list(itertools.islice(self._staged.values(), self.sync.batch))
                 items = [] if batch else sorted(self._items)
-                self._items.clear()
+                if items:
+                    self._items.clear()
             if batch:
                 written += self._write_staged(batch)
                 continue
@@ -316,7 +318,6 @@ class IndexWorker:
             if docs:
                 log.debug("index round: wrote %d rows", len(docs))
                 self._forget_staged(docs)
-                self._cover(self.sync.graph.last_commit())
                 written += len(docs)
                 self._writes += 1
                 scanned = True  # go on until the outbox reads empty
@@ -334,8 +335,7 @@ class IndexWorker:
         """Staged rows (searchable already) to the table, then their outbox flags cleared."""
         log.debug("index round: writing %d staged rows", len(batch))
         self.sync.index.persist([row for _, row in batch])
-        self.sync.graph.mark_indexed([doc for doc, _ in batch])
-        self._cover(self.sync.graph.last_commit())
+        self.sync.graph.mark_indexed([doc for doc, _ in batch], self._cover)
         with self._queue_lock:
             for doc, _ in batch:  # a newer state staged meanwhile stays queued
                 if self._staged.get(doc.revision_kref, (None,))[0] is doc:
@@ -349,7 +349,6 @@ class IndexWorker:
         shown = self.sync.index_items(items, skip=lambda doc: doc.revision_kref in staged)
         if shown:
             self._forget_staged([doc for doc, _ in shown])
-            self._cover(self.sync.graph.last_commit())
             self._writes += 1
         return len(shown)
 
