@@ -126,7 +126,7 @@ class MemoryWriter:
         item. The memories' texts are embedded once, together: the stacking searches use these vectors, and
         the index gets them after the commit (``stage``)."""
         plans = [self._revise_plan(d) if d.revises else Plan(d) for d in drafts]
-        self._embed(plans)
+        self.embed(plans)
         for plan in plans:
             d = plan.draft
             if not d.revises and d.stack:
@@ -135,7 +135,7 @@ class MemoryWriter:
                 plan.item_name = memory_item_name(d.title or d.summary, d.user_text, d.assistant_text)
         return plans
 
-    def _embed(self, plans: list[Plan]) -> None:
+    def embed(self, plans: list[Plan]) -> None:
         """Embed the searchable text of every plan that has no vector yet, in one call to the embedder."""
         todo = [p for p in plans if p.vector is None]
         if not todo:
@@ -200,7 +200,7 @@ class MemoryWriter:
         has committed, the new revisions and their vectors go to the index (``stage``). ``embed=False``: the
         bulk path, whose memories the index sync embeds in its own batches."""
         if embed:
-            self._embed(plans)
+            self.embed(plans)
         results = self.write_in_transaction(plans)
         self.stage_written(plans, results)
         return results
