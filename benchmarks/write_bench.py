@@ -113,7 +113,39 @@ def main() -> None:
             report["reflect_10"] = reflect_rate(perform, texts[offset:offset + 10 * args.reflects], counter)
             offset += 10 * args.reflects
             report["memory_api_batch"] = memory_api_rate(services, texts[offset:offset + args.bulk], args.batch)
+            report["stacking_query_vector"] = stacking_vectors(services.search.embedder, texts[:300])
     print(json.dumps(report, indent=2))
+
+
+def stacking_vectors(embedder: Any, texts: list[str]) -> dict[str, Any]:
+    """How far the stacking search's query vector moved: it was the embedding of the title and summary clipped
+    to 180 characters (``_stack_query``) and is now the memory's own searchable text (what its index row embeds).
+    For each memory, both vectors' cosine with the row of a near-duplicate stored before it (one word changed),
+    as the stacking search's vector leg sees it (0..1 scale)."""
+    from appliance.core import scoring
+    from appliance.core.search import searchable_text
+    from appliance.memory.writer import _stack_query
+
+    def row_text(text: str) -> tuple[str, str]:
+        args = store_args(text, "x")
+        return _stack_query(args["title"], args["summary"]), searchable_text(
+            "x", {"title": args["title"], "summary": args["summary"]}, [])
+
+    pairs = [(row_text(t), row_text(t.replace(" the ", " a ", 1) + " indeed")) for t in texts]
+    stored = embedder.embed([p[0][1] for p in pairs])
+    old_query = embedder.embed([p[1][0] for p in pairs])
+    new_query = embedder.embed([p[1][1] for p in pairs])
+    old = [scoring.vector_score(float(a @ b)) for a, b in zip(old_query, stored, strict=True)]
+    new = [scoring.vector_score(float(a @ b)) for a, b in zip(new_query, stored, strict=True)]
+    moved = [abs(a - b) for a, b in zip(old, new, strict=True)]
+    bands = (0.55, 0.75)
+    crossed = sum(1 for a, b in zip(old, new, strict=True) if any((a >= t) != (b >= t) for t in bands))
+    longer = sum(1 for (_, (q, row)) in pairs if q.replace("\n", " ") != row.replace("\n", " "))
+    return {"memories": len(texts), "query_text_differs": longer,
+            "vector_score_old_mean": round(statistics.fmean(old), 4),
+            "vector_score_new_mean": round(statistics.fmean(new), 4),
+            "abs_change_mean": round(statistics.fmean(moved), 4), "abs_change_max": round(max(moved), 4),
+            "crossed_a_stacking_band": crossed}
 
 
 def reflect_rate(perform: Callable[..., dict[str, Any]], texts: list[str], counter: Any) -> dict[str, Any]:
