@@ -103,6 +103,7 @@ def main() -> None:
             timed_stores(perform, texts[:WARMUP], 1, "warm")
             before = counter.executed
             one, wall, stacked = timed_stores(perform, texts[WARMUP:WARMUP + args.stores], 1, "one")
+            print(json.dumps(report), file=sys.stderr)  # each phase as it ends: a failure later keeps these
             report["statements_per_store"] = round((counter.executed - before) / args.stores, 1)
             report["store_1_thread_ms"] = {**stats(one), "stacked": stacked}
             offset = WARMUP + args.stores
@@ -110,8 +111,10 @@ def main() -> None:
             report["store_8_threads_ms"] = {**stats(eight), "stacked": stacked,
                                             "stores_per_s": round(len(eight) / wall, 1)}
             offset += 2 * args.stores
+            print(json.dumps(report), file=sys.stderr)
             report["reflect_10"] = reflect_rate(perform, texts[offset:offset + 10 * args.reflects], counter)
             offset += 10 * args.reflects
+            print(json.dumps(report), file=sys.stderr)
             report["memory_api_batch"] = memory_api_rate(services, texts[offset:offset + args.bulk], args.batch)
             report["stacking_query_vector"] = stacking_vectors(services.search.embedder, texts[:300])
     print(json.dumps(report, indent=2))
@@ -157,7 +160,8 @@ def reflect_rate(perform: Callable[..., dict[str, Any]], texts: list[str], count
         captures = [{"type": "fact", "title": f"{' '.join(t.split()[:8])} [r{n}-{i}]", "content": t}
                     for i, t in enumerate(chunk)]
         start = time.perf_counter()
-        perform("kumiho_memory_reflect", {"response": "", "captures": captures, "space_path": "reflected"})
+        perform("kumiho_memory_reflect", {"session_id": "bench", "response": "", "captures": captures,
+                                          "space_path": "reflected"})
         samples.append((time.perf_counter() - start) * 1000)
     wall = time.perf_counter() - began
     return {"call_ms": stats(samples), "memories_per_s": round(len(texts) / wall, 1),
