@@ -205,10 +205,12 @@ class MemoryWriter:
         self.stage_written(plans, results)
         return results
 
-    def write_in_transaction(self, plans: list[Plan]) -> list[dict[str, Any]]:
+    def write_in_transaction(self, plans: list[Plan], max_memories: int = MAX_MEMORIES_PER_WRITE
+                             ) -> list[dict[str, Any]]:
         """``write`` without the staging, for a caller that writes more in the same transaction: it calls
-        ``stage_written`` once its transaction has committed."""
-        check_drafts([p.draft for p in plans])
+        ``stage_written`` once its transaction has committed. ``max_memories``: the caller's own bound (the
+        Memory API's batch store)."""
+        check_drafts([p.draft for p in plans], max_memories=max_memories)
         for plan in plans:  # names first: a write the graph would refuse must not touch the file system
             krefs.parse_space_path(plan.draft.space, "space_path")
         written: list[Path] = []
@@ -310,11 +312,12 @@ class MemoryWriter:
         return write_durably(path, "\n".join(lines) + "\n", sync_folder=False)  # write() syncs the folders
 
 
-def check_drafts(drafts: list[Draft], prefixes: list[str] | None = None) -> None:
+def check_drafts(drafts: list[Draft], prefixes: list[str] | None = None,
+                 max_memories: int = MAX_MEMORIES_PER_WRITE) -> None:
     """Refuse, before anything is written, what the graph would refuse halfway through the transaction (a
     rollback after partial writes left Kùzu answering write-write conflicts, then crashing), and a write
     larger than one transaction may be. ``prefixes`` name each draft's place in the call (``captures[0].``)."""
-    check_write_size(drafts)
+    check_write_size(drafts, max_memories=max_memories)
     for draft, where in zip(drafts, prefixes or [""] * len(drafts), strict=True):
         names.kind(draft.kind, f"{where}memory_item_kind")
         names.edge_type(draft.edge_type, f"{where}edge_type")
@@ -328,10 +331,11 @@ def check_drafts(drafts: list[Draft], prefixes: list[str] | None = None) -> None
                                   field=f"{where}artifact_location")
 
 
-def check_write_size(drafts: list[Draft], field: str = "captures") -> None:
+def check_write_size(drafts: list[Draft], field: str = "captures", max_memories: int = MAX_MEMORIES_PER_WRITE
+                     ) -> None:
     """Refuse, before anything is written, a write larger than one transaction may be (all or nothing)."""
-    if len(drafts) > MAX_MEMORIES_PER_WRITE:
-        raise InvalidArgument(f"{field}: at most {MAX_MEMORIES_PER_WRITE} memories in one call (got {len(drafts)}); "
+    if len(drafts) > max_memories:
+        raise InvalidArgument(f"{field}: at most {max_memories} memories in one call (got {len(drafts)}); "
                               "split them over several calls", field=field)
     edges = sum(len(d.source_krefs) for d in drafts)
     if edges > MAX_EDGES_PER_WRITE:

@@ -175,7 +175,7 @@ class MemoryApi:
 
     def _write(self, planned: list[_Planned]) -> list[dict[str, Any]]:
         """Inside the caller's transaction: the entries' revisions, then what each store changes besides."""
-        results = self.writer.write_in_transaction([plan for _, plan, _, _, _ in planned])
+        results = self.writer.write_in_transaction([plan for _, plan, _, _, _ in planned], max_memories=MAX_BATCH)
         for (new, _, existing, replacing, replaced), result in zip(planned, results, strict=True):
             revision = result["revision_kref"]
             if existing and existing.item.deprecated:  # a forgotten key stored again comes back

@@ -43,10 +43,15 @@ def test_a_batch_stores_its_entries_in_order_and_a_key_stored_again_gets_a_revis
     assert [e["key"] for e in mem.recall("which editor keybindings", limit=1)] == ["batch-editor"]
 
 
-def test_keys_that_slug_alike_in_one_batch_get_their_own_entries(mem: Memories) -> None:
-    answer = batch(mem, [{"key": "Slug Twin", "content": "the first"}, {"key": "slug-twin", "content": "the second"}])
+def test_a_full_batch_with_keys_that_slug_alike_gives_each_key_its_own_entry(mem: Memories) -> None:
+    fillers = [{"key": f"filler-{i}", "content": f"filler entry {i}", "namespace": "fill"}
+               for i in range(MAX_BATCH - 2)]
+    answer = batch(mem, [{"key": "Slug Twin", "content": "the first"}, {"key": "slug-twin", "content": "the second"},
+                         *fillers])
+    assert answer["stored"] == MAX_BATCH
     krefs = [r["entry"]["kref"] for r in answer["results"]]
-    assert len(set(krefs)) == 2
+    assert len(set(krefs)) == MAX_BATCH
+    assert mem.count(namespace="fill") == MAX_BATCH - 2
     assert mem.client.get(f"{API}/Slug Twin").json()["content"] == "the first"
     assert mem.client.get(f"{API}/slug-twin").json()["content"] == "the second"
 
