@@ -198,11 +198,12 @@ class MemoryWriter:
     def write(self, plans: list[Plan], *, embed: bool = True) -> list[dict[str, Any]]:
         """Write every plan in one transaction; returns one result per plan (reference §4.8 step 12). Once it
         has committed, the new revisions and their vectors go to the index (``stage``). ``embed=False``: the
-        bulk path, whose memories the index sync embeds in its own batches."""
+        bulk path, whose memories the index sync embeds in its own batches (nothing is staged)."""
         if embed:
             self.embed(plans)
         results = self.write_in_transaction(plans)
-        self.stage_written(plans, results)
+        if embed:
+            self.stage_written(plans, results)
         return results
 
     def write_in_transaction(self, plans: list[Plan], max_memories: int = MAX_MEMORIES_PER_WRITE
@@ -228,13 +229,13 @@ class MemoryWriter:
             raise
 
     def stage_written(self, plans: list[Plan], results: list[dict[str, Any]]) -> None:
-        """Hand the committed revisions and the vectors of their texts (as committed) to the index."""
+        """Hand the committed revisions and the vectors of their texts (as committed) to the index: they are
+        searchable when it returns (a revision without a vector is embedded there)."""
         vectors = {}
         for plan in plans:
             if plan.vector is not None and plan.text == self._text(plan):  # the text a vector embeds is the row's
                 vectors[plan.text] = plan.vector
-        if vectors:
-            self.stage([r["revision_kref"] for r in results], vectors)
+        self.stage([r["revision_kref"] for r in results], vectors)
 
     def _write_all(self, plans: list[Plan]) -> list[dict[str, Any]]:
         g = self.graph
