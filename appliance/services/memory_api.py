@@ -167,15 +167,19 @@ class MemoryApi:
             plan = Plan(draft, item_name=self._free_name(ns, new.key))
 
         self.writer.embed([plan])  # outside the transaction: it holds the graph's one writer
-        results = self.graph.atomic(lambda: self._write([(new, plan, existing, replacing, replaced)]))
+        results = self._write([(new, plan, existing, replacing, replaced)])
         self.writer.stage_written([plan], results)
         found = self._find(ns, new.key)
         assert found is not None and found.revision is not None  # written just now, under the lock
         return Stored(self._entry(found.item, found.revision, ns), created=existing is None)
 
     def _write(self, planned: list[_Planned]) -> list[dict[str, Any]]:
-        """Inside the caller's transaction: the entries' revisions, then what each store changes besides."""
-        results = self.writer.write_in_transaction([plan for _, plan, _, _, _ in planned], max_memories=MAX_BATCH)
+        """The entries' artifact files, then one transaction: their revisions and what each store changes
+        besides (a forgotten key back, supersession edges)."""
+        return self.writer.write_in_transaction([plan for _, plan, _, _, _ in planned], max_memories=MAX_BATCH,
+                                                also=lambda results: self._besides(planned, results))
+
+    def _besides(self, planned: list[_Planned], results: list[dict[str, Any]]) -> None:
         for (new, _, existing, replacing, replaced), result in zip(planned, results, strict=True):
             revision = result["revision_kref"]
             if existing and existing.item.deprecated:  # a forgotten key stored again comes back
@@ -188,7 +192,6 @@ class MemoryApi:
                                        {"reason": "supersedes", "basis": "memory_api"})
                 self.graph.update_revision_metadata(replaced.revision.kref, {
                     "superseded_by": new.key, "superseded_by_kref": result["item_kref"], "status": "superseded"})
-        return results
 
     # -- batch store ------------------------------------------------------------------------------------
     def store_many(self, batch: list[dict[str, Any]]) -> list[Stored]:
@@ -245,7 +248,7 @@ class MemoryApi:
                 plan = Plan(draft, item_name=first if free else hashed)
                 taken.add((new.namespace, plan.item_name))
             planned.append((new, plan, existing, replacing, replaced))
-        results = self.graph.atomic(lambda: self._write(planned))
+        results = self._write(planned)
         current = self.graph.current_revisions([r["item_kref"] for r in results])
         out = []
         for (new, _, existing, _, _), result in zip(planned, results, strict=True):
