@@ -210,7 +210,7 @@ def service_parts(settings: Settings, data_dir: DataDir, graph: GraphStore, sear
     recaller = Recaller(graph, search, wait_for_index=worker.wait_synced, clock=now,
                         default_half_life=settings.memory.half_life_days)
     artifacts = data_dir.root / "artifacts"
-    writer = MemoryWriter(graph, search, artifacts, worker.wait_synced, stage=worker.stage)
+    writer = MemoryWriter(graph, search, artifacts, stage=worker.stage)
     conf = settings.inference
     options = ModelOptions(tool_wait_seconds=conf.tool_wait_seconds,
                            reformulate_seconds=conf.reformulate_timeout_seconds,

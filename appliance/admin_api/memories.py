@@ -5,8 +5,8 @@ same routes (``appliance.cli_memory``).
 Every route runs as the ``memory_api`` front door: ``appliance.server.callers``' middleware sets the caller
 (door, cleaned client, route) for the audit trail and the read-only namespaces' guard; these routes never set
 their own. ``/memories/{key}`` takes the rest of the path as the key ("a/b" too); the names of the other routes
-(count, export, health, recall, procedural, purge) are read as those routes, so such keys are read through
-``GET /api/v1/memories?key=`` and forgotten through ``DELETE /api/v1/memories?key=`` instead.
+(count, export, health, recall, procedural, purge; batch is POST only) are read as those routes, so such keys are
+read through ``GET /api/v1/memories?key=`` and forgotten through ``DELETE /api/v1/memories?key=`` instead.
 """
 
 from __future__ import annotations
@@ -21,6 +21,9 @@ from litestar.params import JSONBody, Parameter, QueryParameter
 from litestar.response import Stream
 
 from appliance.admin_api.memory_shapes import (
+    BatchBody,
+    BatchResultShape,
+    BatchShape,
     CountShape,
     EntriesShape,
     EntryPageShape,
@@ -37,7 +40,7 @@ from appliance.admin_api.memory_shapes import (
 from appliance.errors import InvalidArgument
 from appliance.memory import entries, namespaces
 from appliance.memory.entries import Entry
-from appliance.services.memory_api import MAX_LIMIT, MAX_OFFSET, MemoryApi, Stored
+from appliance.services.memory_api import MAX_BATCH, MAX_LIMIT, MAX_OFFSET, MemoryApi, Stored
 
 NamespaceQuery = Annotated[str | None, QueryParameter(
     max_length=namespaces.MAX_NAMESPACE, description="the namespace; none = [memory] default_namespace")]
@@ -82,6 +85,15 @@ class MemoriesController(Controller):
     def store(self, state: State,
               data: JSONBody[StoreBody]) -> Response[EntryShape | SkippedShape]:
         return _stored(_api(state).store(**data.model_dump()))
+
+    @post("/batch", summary=f"Store 1..{MAX_BATCH} entries in one transaction (the bulk door: the search index "
+          "embeds them in the background)", sync_to_thread=True, status_code=201)
+    def store_batch(self, state: State, data: JSONBody[BatchBody]) -> BatchShape:
+        outcomes = _api(state).store_many([entry.model_dump() for entry in data.entries])
+        results = [BatchResultShape(stored=True, entry=_shape(o.entry), created=o.created) if o.entry is not None
+                   else BatchResultShape(stored=False, skipped=o.skipped or "filtered") for o in outcomes]
+        stored = sum(r.stored for r in results)
+        return BatchShape(stored=stored, skipped=len(results) - stored, results=results)
 
     @post("/procedural", summary="store_procedural: a conversation's messages as one procedural entry",
           sync_to_thread=True, status_code=201, responses=SKIPPED)

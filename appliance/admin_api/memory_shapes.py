@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from appliance.memory import entries, namespaces
-from appliance.services.memory_api import MAX_LIMIT
+from appliance.services.memory_api import MAX_BATCH, MAX_LIMIT
 
 Key = Annotated[str, Field(min_length=1, max_length=entries.MAX_KEY,
                            description=f"the entry's key (1..{entries.MAX_KEY} characters, no control characters)")]
@@ -73,6 +73,26 @@ class StoreBody(_Body):
         if isinstance(value, bool | str):  # pydantic would read false as 0.0 and "0.5" as 0.5
             raise ValueError("give a number from 0.0 to 1.0")
         return value
+
+
+class BatchBody(_Body):
+    """A batch store: entries written in one transaction (all or none), each as POST /api/v1/memories takes it."""
+
+    entries: list[StoreBody] = Field(min_length=1, max_length=MAX_BATCH,
+                                     description=f"1..{MAX_BATCH} entries; a key once per namespace per call")
+
+
+class BatchResultShape(BaseModel):
+    stored: bool = Field(description="false: the seed's write filters refused this entry (nothing written for it)")
+    entry: EntryShape | None = Field(None, description="the stored entry")
+    created: bool | None = Field(None, description="a new key (false: a new revision of the key's entry)")
+    skipped: str | None = Field(None, description="why the write filters refused it")
+
+
+class BatchShape(BaseModel):
+    stored: int = Field(description="entries written")
+    skipped: int = Field(description="entries the write filters refused")
+    results: list[BatchResultShape] = Field(description="one per entry, in the order sent")
 
 
 class Message(_Body):

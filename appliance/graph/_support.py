@@ -237,6 +237,31 @@ class StoreBase:
         batch.append({"seq": int(seq), "at": at, "routing_key": routing_key, "kref": kref, "author": LOCAL_USER,
                       "details": detail})
 
+    def _event_batch(self, tx: Tx, events: list[tuple[str, str, dict[str, Any]]], at: str | None = None) -> None:
+        """``_event`` for many changes (routing key, kref, details) in one statement: the same guard, audit
+        trail and live feed, in the order given."""
+        if not events:
+            return
+        for routing_key, kref, detail in events:
+            target = detail.get("target")
+            self.policy.guard(routing_key, kref, *([target] if isinstance(target, str) else []))
+        at = at or self._now()
+        rows = [{"n": n, "k": key, "kref": kref, "d": json.dumps(detail, ensure_ascii=False, sort_keys=True)}
+                for n, (key, kref, detail) in enumerate(events)]
+        seqs = dict(tx.rows("UNWIND $rows AS row CREATE (e:Event {at: $at, routing_key: row.k, kref: row.kref, "
+                            "author: $a, details: row.d}) RETURN row.n, e.seq",
+                            {"rows": rows, "at": at, "a": LOCAL_USER}))
+        numbered = [(int(seqs[n]), key, kref, detail) for n, (key, kref, detail) in enumerate(events)]
+        self.policy.record(tx, at, [(seq, key, kref) for seq, key, kref, _ in numbered])
+        if not self._event_listeners:
+            return
+        batch = next((action for action in tx.committed if isinstance(action, _CommittedEvents)), None)
+        if batch is None:
+            batch = _CommittedEvents(self._event_listeners)
+            tx.after_commit(batch)
+        batch.extend({"seq": seq, "at": at, "routing_key": key, "kref": kref, "author": LOCAL_USER, "details": detail}
+                     for seq, key, kref, detail in sorted(numbered, key=lambda e: e[0]))
+
     def _events(self, tx: Tx, routing_key: str, krefs: list[str], at: str | None = None) -> None:
         """Record many changes of one kind at once (bulk writes), each an event with empty details, through the
         same guard and audit trail as ``_event``. The live feed is not told (as before: bulk writes are imports)."""

@@ -56,9 +56,11 @@ class Connection:
         self._conn = kuzu.Connection(db)
         self._statements: dict[tuple[str, Any], kuzu.PreparedStatement] = {}
         self.compiled = 0  # statements compiled over this object's life (tests count them)
+        self.executed = 0  # statements run over this object's life (tests and benchmarks count them)
         self.reopened = 0
 
     def execute(self, query: str, params: dict[str, Any]) -> kuzu.QueryResult:
+        self.executed += 1
         if not params:  # the driver runs these without keeping a compiled statement
             return self._conn.execute(query)  # type: ignore[return-value]  # one statement: one result, not a list
         key = (query, _shape(params))

@@ -34,6 +34,7 @@ from appliance.graph.audit import AuditStore
 from appliance.graph.bundles import BundleStore
 from appliance.graph.engine import KuzuEngine, Tx
 from appliance.graph.links import LinkStore
+from appliance.graph.memories import MemoryStore
 from appliance.graph.outbox import OutboxStore
 from appliance.graph.overview import OverviewStore
 from appliance.graph.portable import PortableStore
@@ -46,7 +47,8 @@ _KEYS = {"Project": "name", "Space": "path", "Item": "id", "Revision": "id", "Ar
 COUNTED_TABLES = ("Project", "Space", "Item", "Revision", "Artifact", "Event")
 
 
-class GraphStore(BundleStore, ArtifactStore, LinkStore, OutboxStore, OverviewStore, PortableStore, AuditStore):
+class GraphStore(BundleStore, ArtifactStore, LinkStore, OutboxStore, OverviewStore, PortableStore, AuditStore,
+                 MemoryStore):
     @classmethod
     def open(
         cls, path: Path, *, buffer_pool_mb: int = 256, readers: int = 4, clock: Clock = utc_now,

@@ -16,6 +16,7 @@ import re
 import unicodedata
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,10 +25,10 @@ import numpy as np
 
 from appliance.core import kref as krefs
 from appliance.core import names
-from appliance.core.search import SearchFilter, SearchRequest
+from appliance.core.search import SearchFilter, SearchRequest, searchable_text
 from appliance.errors import AlreadyExists, InvalidArgument, NotFound
 from appliance.fsutil import fsync_dir, inside, write_durably
-from appliance.graph import GraphStore
+from appliance.graph import CreatedMemory, GraphStore, NewMemory
 from appliance.memory import records
 from appliance.memory.spaces import memory_item_name, slug, space_of
 from appliance.search.service import SearchService
@@ -49,6 +50,7 @@ SUMMARY_LIMIT = 2000
 # docs/mcp-tools.md "Bounds"), whatever the surface's schema allows; agents write a few captures per turn.
 MAX_MEMORIES_PER_WRITE = 10
 MAX_EDGES_PER_WRITE = 100
+_FILES = ThreadPoolExecutor(max_workers=8, thread_name_prefix="artifact-files")  # a batch's files, written together
 _WORD = re.compile(r"[0-9a-z_]{2,}")
 _UNSAFE = re.compile(r"[^\w-]")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7a3]+")
@@ -88,6 +90,8 @@ class Plan:
     stack_runner_up: float = 0.0
     stack_overlap: float = 0.0
     artifact_path: Path | None = None
+    text: str = ""  # the searchable text ``vector`` embeds
+    vector: np.ndarray | None = None
 
 
 def overlap_tokens(text: str) -> set[str]:
@@ -108,22 +112,45 @@ def lexical_overlap(a: str, b: str) -> float:
 
 class MemoryWriter:
     def __init__(self, graph: GraphStore, search: SearchService, artifact_root: Path,
-                 wait_for_index: Callable[[], object] = lambda: None, stage: Stage = lambda krefs, vectors: None
-                 ) -> None:
+                 stage: Stage = lambda krefs, vectors: None) -> None:
         self.graph, self.search, self.artifact_root = graph, search, artifact_root
-        self.wait_for_index = wait_for_index  # stacking must see memories stored just before
         self.stage = stage  # after the commit: the new revisions and their vectors go to the index at once
 
     # -- deciding --------------------------------------------------------------------------------------
     def plan(self, draft: Draft) -> Plan:
-        if draft.revises:
-            return self._revise_plan(draft)
-        plan = Plan(draft)
-        if draft.stack:
-            self._stacking(plan)
-        if not plan.item_kref:
-            plan.item_name = memory_item_name(draft.title or draft.summary, draft.user_text, draft.assistant_text)
-        return plan
+        return self.plan_all([draft])[0]
+
+    def plan_all(self, drafts: list[Draft]) -> list[Plan]:
+        """Every draft's target: a revision of the item it revises, of a similar item (stacking), else a new
+        item. The memories' texts are embedded once, together: the stacking searches use these vectors, and
+        the index gets them after the commit (``stage``)."""
+        plans = [self._revise_plan(d) if d.revises else Plan(d) for d in drafts]
+        self.embed(plans)
+        for plan in plans:
+            d = plan.draft
+            if not d.revises and d.stack:
+                self._stacking(plan)
+            if not plan.item_kref:
+                plan.item_name = memory_item_name(d.title or d.summary, d.user_text, d.assistant_text)
+        return plans
+
+    def embed(self, plans: list[Plan]) -> None:
+        """Embed the searchable text of every plan that has no vector yet, in one call to the embedder."""
+        todo = [p for p in plans if p.vector is None]
+        if not todo:
+            return
+        for plan in todo:
+            plan.text = self._text(plan)
+        vectors = self.search.embedder.embed([p.text for p in todo])
+        for plan, vector in zip(todo, vectors, strict=True):
+            plan.vector = vector
+
+    def _text(self, plan: Plan) -> str:
+        """The text the index will find this memory's revision by, exactly as it will be committed."""
+        name = plan.item_name or (plan.item_kref.rsplit("/", 1)[1].rsplit(".", 1)[0] if plan.item_kref else
+                                  memory_item_name(plan.draft.title or plan.draft.summary, plan.draft.user_text,
+                                                   plan.draft.assistant_text))
+        return searchable_text(name, _metadata(plan.draft), self._user_tags(plan.draft))
 
     def _revise_plan(self, draft: Draft) -> Plan:
         target = krefs.parse(draft.revises, "revises")
@@ -141,8 +168,9 @@ class MemoryWriter:
         if not query:
             return
         where = SearchFilter(project=d.project, spaces=(d.space,), kinds=(d.kind,))
-        self.wait_for_index()
-        hits = self.search.search(SearchRequest(query, where, "hybrid", limit=8))
+        # no wait for the index: it holds what was staged after each commit (``stage``), this memory's own
+        # vector is the query's (the text leg still searches the title and summary)
+        hits = self.search.search(SearchRequest(query, where, "hybrid", limit=8), query_vector=plan.vector)
         by_item: dict[str, float] = {}
         for hit in hits:
             item = str(krefs.parse(hit.revision_kref).item())
@@ -166,39 +194,75 @@ class MemoryWriter:
             plan.item_kref, plan.previous_revision_kref, plan.stacked = item, current.kref, True
 
     # -- writing ---------------------------------------------------------------------------------------
-    def write(self, plans: list[Plan]) -> list[dict[str, Any]]:
-        """Write every plan in one transaction; returns one result per plan (reference §4.8 step 12)."""
-        check_drafts([p.draft for p in plans])
+    def write(self, plans: list[Plan], *, embed: bool = True) -> list[dict[str, Any]]:
+        """Write every plan in one transaction; returns one result per plan (reference §4.8 step 12). Once it
+        has committed, the new revisions and their vectors go to the index (``stage``). ``embed=False``: the
+        bulk path, whose memories the index sync embeds in its own batches (nothing is staged)."""
+        if embed:
+            self.embed(plans)
+        results = self.write_in_transaction(plans)
+        if embed:
+            self.stage_written(plans, results)
+        return results
+
+    def write_in_transaction(self, plans: list[Plan], max_memories: int = MAX_MEMORIES_PER_WRITE,
+                             also: Callable[[list[dict[str, Any]]], object] | None = None) -> list[dict[str, Any]]:
+        """``write`` without the staging: the artifact files, then one transaction with the memories and what
+        ``also(results)`` writes besides (the Memory API's supersession edges). The caller calls
+        ``stage_written`` once it has committed. ``max_memories``: the caller's own bound (the Memory API's
+        batch store)."""
+        check_drafts([p.draft for p in plans], max_memories=max_memories)
         for plan in plans:  # names first: a write the graph would refuse must not touch the file system
             krefs.parse_space_path(plan.draft.space, "space_path")
         written: list[Path] = []
         try:
-            for plan in plans:
-                if not plan.draft.artifact_location:
-                    plan.artifact_path = self._write_artifact(plan)
-                    written.append(plan.artifact_path)
+            files = [plan for plan in plans if not plan.draft.artifact_location]
+            # each file is fsynced before the commit; fsyncs issued together share the file system's journal
+            # commits (100 one after another held a batch ~1 s on a busy disk)
+            paths = (list(_FILES.map(self._write_artifact, files)) if len(files) > 1
+                     else [self._write_artifact(plan) for plan in files])
+            for plan, path in zip(files, paths, strict=True):
+                plan.artifact_path = path
+                written.append(path)
             for folder in dict.fromkeys(path.parent for path in written):  # the renames, once per folder
                 fsync_dir(folder)
-            results = self.graph.atomic(lambda: [self._write_one(plan) for plan in plans])
+
+            def job() -> list[dict[str, Any]]:
+                results = self._write_all(plans)
+                if also is not None:
+                    also(results)
+                return results
+
+            return self.graph.atomic(job)
         except BaseException:
+            for plan in plans:  # a file written by a thread whose sibling failed has no path in ``written``
+                if plan.artifact_path is not None and plan.artifact_path not in written:
+                    written.append(plan.artifact_path)
             for path in written:
                 path.unlink(missing_ok=True)
             raise
-        self.stage([r["revision_kref"] for r in results], {})  # searchable now (the vectors: the writer slice)
-        return results
 
-    def _write_one(self, plan: Plan) -> dict[str, Any]:
+    def stage_written(self, plans: list[Plan], results: list[dict[str, Any]]) -> None:
+        """Hand the committed revisions and the vectors of their texts (as committed) to the index: they are
+        searchable when it returns (a revision without a vector is embedded there)."""
+        vectors = {}
+        for plan in plans:
+            if plan.vector is not None and plan.text == self._text(plan):  # the text a vector embeds is the row's
+                vectors[plan.text] = plan.vector
+        self.stage([r["revision_kref"] for r in results], vectors)
+
+    def _write_all(self, plans: list[Plan]) -> list[dict[str, Any]]:
+        g = self.graph
+        created = g.create_memories([NewMemory(
+            space=p.draft.space, item_name=p.item_name, kind=p.draft.kind, metadata=_metadata(p.draft),
+            artifact_name=p.draft.artifact_name, artifact_location=p.draft.artifact_location or str(p.artifact_path),
+            tags=tuple(self._tags(p)), item_kref=p.item_kref) for p in plans])
+        return [self._links(plan, memory) for plan, memory in zip(plans, created, strict=True)]
+
+    def _links(self, plan: Plan, memory: CreatedMemory) -> dict[str, Any]:
+        """The memory's bundle, provenance edges and supersession, and what the call answers about it."""
         d, g = plan.draft, self.graph
-        space = g.ensure_space(d.space).path
-        item_kref = plan.item_kref or g.create_item(space, plan.item_name, d.kind).kref
-        metadata = {"schema": records.SCHEMA, "type": d.memory_type, "memory_type": d.memory_type,
-                    "title": d.title, "summary": d.summary, "space": space_of(space), **d.metadata}
-        revision = g.create_revision(item_kref, metadata)
-        location = d.artifact_location or str(plan.artifact_path)
-        artifact = g.create_artifact(revision.kref, d.artifact_name, location)
-        g.set_default_artifact(revision.kref, d.artifact_name)
-        for tag in self._tags(plan):
-            g.tag_revision(revision.kref, tag)
+        item_kref, revision_kref, space = memory.item_kref, memory.revision_kref, memory.space
         bundle_kref = ""
         if d.bundle_name and not d.revises:
             bundle = g.create_bundle(space, slug(d.bundle_name, 64))
@@ -211,18 +275,18 @@ class MemoryWriter:
         edges, skipped = [], []
         for target in d.source_krefs:
             try:
-                g.create_edge(revision.kref, target, d.edge_type)
+                g.create_edge(revision_kref, target, d.edge_type)
                 edges.append(target)
             except NotFound as exc:  # read before any write of the edge: the transaction stays clean
                 skipped.append({"kref": target, "reason": exc.message})
         if d.revises and plan.previous_revision_kref:
-            g.create_edge(revision.kref, plan.previous_revision_kref, "SUPERSEDES",
+            g.create_edge(revision_kref, plan.previous_revision_kref, "SUPERSEDES",
                           {"reason": "belief update", "basis": "agent"})
             g.update_revision_metadata(plan.previous_revision_kref,
-                                       {"status": "superseded", "superseded_by": revision.kref})
+                                       {"status": "superseded", "superseded_by": revision_kref})
         result: dict[str, Any] = {
-            "space_path": space_of(space), "item_kref": item_kref, "revision_kref": revision.kref,
-            "bundle_kref": bundle_kref, "artifact_kref": artifact.kref, "summary": d.summary,
+            "space_path": space_of(space), "item_kref": item_kref, "revision_kref": revision_kref,
+            "bundle_kref": bundle_kref, "artifact_kref": memory.artifact_kref, "summary": d.summary,
             "edges_created": edges, "stacked": plan.stacked, "stack_score": plan.stack_score,
             "stack_runner_up": plan.stack_runner_up, "stack_overlap": plan.stack_overlap,
             "stack_mode": "two-band",
@@ -233,14 +297,18 @@ class MemoryWriter:
             result["previous_revision_kref"] = plan.previous_revision_kref
         return result
 
+    @staticmethod
+    def _user_tags(d: Draft) -> list[str]:
+        return [t for t in dict.fromkeys(d.tags if d.tags is not None else [names.PUBLISHED]) if t != names.LATEST]
+
     def _tags(self, plan: Plan) -> list[str]:
         d = plan.draft
-        wanted = [t for t in (d.tags if d.tags is not None else ["published"]) if t != "latest"]
+        wanted = self._user_tags(d)
         if d.revises:  # a correction is published only where the item already had a published revision
-            wanted = [t for t in wanted if t != "published"]
-            if "published" in self.graph.current_revisions([plan.item_kref])[plan.item_kref].tags:
-                wanted.append("published")
-        return list(dict.fromkeys(wanted))
+            wanted = [t for t in wanted if t != names.PUBLISHED]
+            if names.PUBLISHED in self.graph.current_revisions([plan.item_kref])[plan.item_kref].tags:
+                wanted.append(names.PUBLISHED)
+        return wanted
 
     def _write_artifact(self, plan: Plan) -> Path:
         """A Markdown record of the memory under the data directory, one file per revision (a stacked
@@ -259,11 +327,12 @@ class MemoryWriter:
         return write_durably(path, "\n".join(lines) + "\n", sync_folder=False)  # write() syncs the folders
 
 
-def check_drafts(drafts: list[Draft], prefixes: list[str] | None = None) -> None:
+def check_drafts(drafts: list[Draft], prefixes: list[str] | None = None,
+                 max_memories: int = MAX_MEMORIES_PER_WRITE) -> None:
     """Refuse, before anything is written, what the graph would refuse halfway through the transaction (a
     rollback after partial writes left Kùzu answering write-write conflicts, then crashing), and a write
     larger than one transaction may be. ``prefixes`` name each draft's place in the call (``captures[0].``)."""
-    check_write_size(drafts)
+    check_write_size(drafts, max_memories=max_memories)
     for draft, where in zip(drafts, prefixes or [""] * len(drafts), strict=True):
         names.kind(draft.kind, f"{where}memory_item_kind")
         names.edge_type(draft.edge_type, f"{where}edge_type")
@@ -277,10 +346,11 @@ def check_drafts(drafts: list[Draft], prefixes: list[str] | None = None) -> None
                                   field=f"{where}artifact_location")
 
 
-def check_write_size(drafts: list[Draft], field: str = "captures") -> None:
+def check_write_size(drafts: list[Draft], field: str = "captures", max_memories: int = MAX_MEMORIES_PER_WRITE
+                     ) -> None:
     """Refuse, before anything is written, a write larger than one transaction may be (all or nothing)."""
-    if len(drafts) > MAX_MEMORIES_PER_WRITE:
-        raise InvalidArgument(f"{field}: at most {MAX_MEMORIES_PER_WRITE} memories in one call (got {len(drafts)}); "
+    if len(drafts) > max_memories:
+        raise InvalidArgument(f"{field}: at most {max_memories} memories in one call (got {len(drafts)}); "
                               "split them over several calls", field=field)
     edges = sum(len(d.source_krefs) for d in drafts)
     if edges > MAX_EDGES_PER_WRITE:
@@ -288,6 +358,12 @@ def check_write_size(drafts: list[Draft], field: str = "captures") -> None:
             f"source_krefs: this call would write {edges} provenance edges (every capture links to every "
             f"source); at most {MAX_EDGES_PER_WRITE} in one call: cite only the sources that matter, or split "
             "the captures over several calls", field="source_krefs")
+
+
+def _metadata(d: Draft) -> dict[str, str]:
+    """The revision metadata of a memory (what the graph commits and the index reads)."""
+    return {"schema": records.SCHEMA, "type": d.memory_type, "memory_type": d.memory_type, "title": d.title,
+            "summary": d.summary, "space": space_of(d.space), **d.metadata}
 
 
 def _stack_query(title: str, summary: str, limit: int = 180) -> str:

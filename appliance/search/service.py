@@ -36,7 +36,8 @@ class SearchService:
         if text_leg is not None:
             text_hits = text_leg.result()
         texts = {h.revision_kref: h.raw for h in text_hits}
-        if want_vector and query_vector is not None:  # exact cosines for text hits the vector leg did not return: every hit has both legs
+        # exact cosines for text hits the vector leg did not return: every hit has both legs
+        if want_vector and query_vector is not None:
             vectors.update({h.revision_kref: float(np.dot(h.vector, query_vector)) for h in text_hits
                             if h.revision_kref not in vectors and h.vector is not None})
         scored = [self._score(request, kref, vectors.get(kref), texts.get(kref)) for kref in {**vectors, **texts}]

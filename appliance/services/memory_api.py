@@ -42,6 +42,9 @@ RECALL_POOL_FACTOR = 8  # recall ranks more hits than it answers: filters narrow
 # many hits, so that better matches of other sessions or times do not fill the pool and leave its entries out.
 FILTERED_POOL = 2000
 FORGOTTEN = "forgotten through the Memory API"
+# Entries one batch store writes in one transaction (it holds the graph's one writer meanwhile: 100 entries are
+# a fraction of a second; benchmarks/write_bench.py)
+MAX_BATCH = 100
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,11 @@ class Stored:
 class Found:
     item: Item
     revision: Revision | None
+
+
+# an entry to write: the request, its plan, the entry of its key (if any), and the entries it names as replacing
+# it and as replaced by it
+_Planned = tuple[NewEntry, Plan, "Found | None", "Found | None", "Found | None"]
 
 
 class MemoryApi:
@@ -158,8 +166,21 @@ class MemoryApi:
         else:
             plan = Plan(draft, item_name=self._free_name(ns, new.key))
 
-        def write() -> dict[str, Any]:
-            (result,) = self.writer.write([plan])
+        self.writer.embed([plan])  # outside the transaction: it holds the graph's one writer
+        results = self._write([(new, plan, existing, replacing, replaced)])
+        self.writer.stage_written([plan], results)
+        found = self._find(ns, new.key)
+        assert found is not None and found.revision is not None  # written just now, under the lock
+        return Stored(self._entry(found.item, found.revision, ns), created=existing is None)
+
+    def _write(self, planned: list[_Planned]) -> list[dict[str, Any]]:
+        """The entries' artifact files, then one transaction: their revisions and what each store changes
+        besides (a forgotten key back, supersession edges)."""
+        return self.writer.write_in_transaction([plan for _, plan, _, _, _ in planned], max_memories=MAX_BATCH,
+                                                also=lambda results: self._besides(planned, results))
+
+    def _besides(self, planned: list[_Planned], results: list[dict[str, Any]]) -> None:
+        for (new, _, existing, replacing, replaced), result in zip(planned, results, strict=True):
             revision = result["revision_kref"]
             if existing and existing.item.deprecated:  # a forgotten key stored again comes back
                 self.graph.set_deprecated(existing.item.kref, False)
@@ -171,12 +192,109 @@ class MemoryApi:
                                        {"reason": "supersedes", "basis": "memory_api"})
                 self.graph.update_revision_metadata(replaced.revision.kref, {
                     "superseded_by": new.key, "superseded_by_kref": result["item_kref"], "status": "superseded"})
-            return result
 
-        self.graph.atomic(write)
-        found = self._find(ns, new.key)
-        assert found is not None and found.revision is not None  # written just now, under the lock
-        return Stored(self._entry(found.item, found.revision, ns), created=existing is None)
+    # -- batch store ------------------------------------------------------------------------------------
+    def store_many(self, batch: list[dict[str, Any]]) -> list[Stored]:
+        """Store up to ``MAX_BATCH`` entries (each as ``store`` takes it) in ONE transaction: all or none. The
+        bulk door: the entries are not embedded here, the index sync embeds them in its own batches soon
+        after (a recall finds them once it has)."""
+        if not isinstance(batch, list) or not 1 <= len(batch) <= MAX_BATCH:
+            raise InvalidArgument(f"entries: give 1 to {MAX_BATCH} entries (split larger imports over several "
+                                  "calls)", field="entries")
+        news: list[NewEntry | None] = []
+        outcomes: list[Stored | None] = []
+        seen: dict[tuple[str, str], int] = {}
+        for index, fields in enumerate(batch):
+            try:
+                ns = self.namespace(fields.get("namespace"))
+                new = entries.new_entry(namespace=ns, **{"category": entries.CORE, **{
+                    k: v for k, v in fields.items() if k != "namespace"}})
+            except InvalidArgument as exc:
+                where = f"entries[{index}].{exc.field}" if exc.field else f"entries[{index}]"
+                raise InvalidArgument(f"entries[{index}].{exc.message}", field=where) from None
+            if (ns, new.key) in seen:
+                raise InvalidArgument(f"entries[{index}].key: {new.key!r} is stored by entries[{seen[ns, new.key]}] "
+                                      "already; give each key once per call", field=f"entries[{index}].key")
+            seen[ns, new.key] = index
+            skipped = entries.write_filter(new.key, new.content)
+            news.append(None if skipped else new)
+            outcomes.append(Stored(None, skipped) if skipped else None)
+        writing = [new for new in news if new is not None]
+        if writing:
+            with self._lock:
+                stored = iter(self._store_many(writing))
+            outcomes = [outcome if outcome is not None else next(stored) for outcome in outcomes]
+        return [outcome for outcome in outcomes if outcome is not None]
+
+    def _store_many(self, news: list[NewEntry]) -> list[Stored]:
+        found, held = self._find_many(news)
+        self._check_batch_limits(news, found)
+        taken: set[tuple[str, str]] = set()  # item names this call gives to new keys (two keys can share a slug)
+        planned: list[_Planned] = []
+        for new in news:
+            existing = found.get((new.namespace, new.key))
+            replacing = self._target(new.namespace, new.superseded_by, "superseded_by")
+            replaced = self._target(new.namespace, new.supersedes, "supersedes")
+            draft = Draft(project=self.project, space=self.space(new.namespace), kind=entries.KIND,
+                          memory_type=new.category, title=new.key, summary=clip_summary(new.content),
+                          user_text=new.content,
+                          metadata=entries.metadata_of(new, replacing.item.kref if replacing else ""), stack=False)
+            if existing:
+                plan = Plan(draft, item_kref=existing.item.kref,
+                            previous_revision_kref=existing.revision.kref if existing.revision else "")
+            else:
+                first, hashed = entries.item_names(new.key)
+                free = (new.namespace, first) not in taken and (new.namespace, first) not in held
+                plan = Plan(draft, item_name=first if free else hashed)
+                taken.add((new.namespace, plan.item_name))
+            planned.append((new, plan, existing, replacing, replaced))
+        results = self._write(planned)
+        current = self.graph.current_revisions([r["item_kref"] for r in results])
+        out = []
+        for (new, _, existing, _, _), result in zip(planned, results, strict=True):
+            revision = current[result["item_kref"]]
+            name = result["item_kref"].rsplit("/", 1)[1].rsplit(".", 1)[0]
+            out.append(Stored(entries.entry_from(result["item_kref"], name, revision.metadata, revision.created_at,
+                                                 new.namespace), created=existing is None))
+        return out
+
+    def _find_many(self, news: list[NewEntry]) -> tuple[dict[tuple[str, str], Found], set[tuple[str, str]]]:
+        """``_find(live=False)`` of every entry, in two reads, and the (namespace, item name)s held already."""
+        names = {(new.namespace, name): self._kref(new.namespace, name)
+                 for new in news for name in dict.fromkeys(entries.item_names(new.key))}
+        items = self.graph.items_by_kref(list(names.values()))
+        current = self.graph.current_revisions(list(items))
+        held = {where for where, kref in names.items() if kref in items}
+        found: dict[tuple[str, str], Found] = {}
+        for new in news:
+            for name in dict.fromkeys(entries.item_names(new.key)):
+                item = items.get(names[new.namespace, name])
+                if item is None:
+                    continue
+                revision = current.get(item.kref)
+                holds = revision.metadata.get("key", item.item_name) if revision else item.item_name
+                if holds == new.key:
+                    found[new.namespace, new.key] = Found(item, revision)
+                    break
+        return found, held
+
+    def _check_batch_limits(self, news: list[NewEntry], found: dict[tuple[str, str], Found]) -> None:
+        """``_check_limits`` for a batch: the entries before one count towards its limits."""
+        policy = self.settings.memory.policy
+        if not policy.max_entries_per_namespace and not policy.max_entries_per_category:
+            return
+        live: dict[str, list[str]] = {}  # namespace → the category of each live entry
+        for new in news:
+            ns = new.namespace
+            if ns not in live:
+                live[ns] = [r.metadata.get("category", entries.CORE) for _, r in self._live(ns)]
+            existing = found.get((ns, new.key))
+            self._check_limits(new, existing, live[ns])
+            if existing is None or existing.item.deprecated:
+                live[ns].append(new.category)
+            elif existing.revision and existing.revision.metadata.get("category") != new.category:
+                live[ns].remove(existing.revision.metadata.get("category", entries.CORE))
+                live[ns].append(new.category)
 
     def _target(self, namespace: str, key: str, field: str) -> Found | None:
         if not key:
@@ -187,8 +305,9 @@ class MemoryApi:
                            field=field)
         return found
 
-    def _check_limits(self, new: NewEntry, existing: Found | None) -> None:
-        """``[memory.policy]`` limits: refuse (409) a store that would exceed them; never evict."""
+    def _check_limits(self, new: NewEntry, existing: Found | None, categories: list[str] | None = None) -> None:
+        """``[memory.policy]`` limits: refuse (409) a store that would exceed them; never evict. ``categories``:
+        the category of each live entry of the namespace, when the caller counted them already."""
         policy = self.settings.memory.policy
         per_namespace, per_category = policy.max_entries_per_namespace, policy.max_entries_per_category
         adds = existing is None or existing.item.deprecated
@@ -196,13 +315,14 @@ class MemoryApi:
         joins_category = adds or old_category != new.category
         if not (per_namespace and adds) and not (per_category and joins_category):
             return
-        live = self._live(new.namespace)
+        live = categories if categories is not None else [
+            r.metadata.get("category", entries.CORE) for _, r in self._live(new.namespace)]
         if per_namespace and adds and len(live) >= per_namespace:
             raise Conflict(f"namespace: {new.namespace!r} holds {len(live)} entries, the most "
                            f"[memory.policy] max_entries_per_namespace allows ({per_namespace}); forget or purge "
                            "entries, store into an existing key, or raise the limit", field="namespace")
         if per_category and joins_category:
-            in_category = sum(1 for _, r in live if r.metadata.get("category", entries.CORE) == new.category)
+            in_category = sum(1 for category in live if category == new.category)
             if in_category >= per_category:
                 raise Conflict(f"category: namespace {new.namespace!r} holds {in_category} {new.category!r} "
                                f"entries, the most [memory.policy] max_entries_per_category allows "

@@ -142,7 +142,8 @@ class WriteService:
         with self._prefix_lock(project, prefix) if prefix else nullcontext():
             earlier = self.graph.revisions_with_metadata(project, IDEMPOTENCY_KEY, keys) if keys else {}
             fresh = [i for i in range(len(drafts)) if not keys or keys[i] not in earlier]
-            plans = [self.writer.plan(drafts[i]) for i in fresh]  # a `revises` that does not exist fails here
+            # one embedding call for every capture; a `revises` that does not exist fails here
+            plans = self.writer.plan_all([drafts[i] for i in fresh]) if fresh else []
             # only now, with nothing left to refuse, may the call touch the working memory
             session_id, source = resolve_session(self.working, session_id=args.session_id, user_id=args.user_id,
                                                  context=args.context, host_session_id=client.host_session_id,

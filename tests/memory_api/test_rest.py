@@ -393,7 +393,7 @@ def test_the_schema_describes_every_memory_route_with_bounds(mem: Memories) -> N
     assert routes == {("POST", API), ("GET", API), ("POST", f"{API}/procedural"), ("POST", f"{API}/recall"),
                       ("GET", f"{API}/count"), ("GET", f"{API}/export"), ("POST", f"{API}/purge"),
                       ("GET", f"{API}/health"), ("GET", f"{API}/{{key}}"), ("DELETE", f"{API}/{{key}}"),
-                      ("DELETE", API)}
+                      ("DELETE", API), ("POST", f"{API}/batch")}
     listing = {p["name"]: p["schema"] for p in schema["paths"][API]["get"]["parameters"]}
     assert listing["limit"].get("maximum") == 1000 or any(
         s.get("maximum") == 1000 for s in listing["limit"].get("oneOf", []))
