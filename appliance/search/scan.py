@@ -40,8 +40,9 @@ class Scanner:
         """≈ rows @ query for the rows given as ``codes`` (C-contiguous) and ``scales``."""
         step = float(np.abs(query).max()) / 127.0 or 1.0
         q = np.rint(query / step).astype(np.int8)
-        products = self._session.run(None, {"a": codes, "b": q[:, None]})[0][:, 0]
-        return (products - _OFFSET * int(q.astype(np.int64).sum())).astype(np.float32) * scales * np.float32(step)
+        products: np.ndarray = self._session.run(None, {"a": codes, "b": q[:, None]})[0][:, 0]
+        shifted = (products - _OFFSET * int(q.astype(np.int64).sum())).astype(np.float32)
+        return shifted * scales * np.float32(step)
 
 
 _scanners: dict[int, Scanner] = {}

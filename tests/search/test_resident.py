@@ -19,9 +19,8 @@ from hypothesis import strategies as st
 from lancedb.index import FTS
 
 from appliance.core.search import SearchFilter
-from appliance.search import analysis
+from appliance.search import analysis, resident
 from appliance.search.index import IndexRow, SearchIndex
-from appliance.search import resident
 from appliance.search.resident import FOLD_AT, ResidentTable
 
 WORDS = ("alpha", "beta", "gamma", "delta", "coffee", "morning", "transport", "layer", "graph", "database",
