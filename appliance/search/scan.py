@@ -42,7 +42,8 @@ class Scanner:
         q = np.rint(query / step).astype(np.int8)
         products: np.ndarray = self._session.run(None, {"a": codes, "b": q[:, None]})[0][:, 0]
         shifted = (products - _OFFSET * int(q.astype(np.int64).sum())).astype(np.float32)
-        return shifted * scales * np.float32(step)
+        scores: np.ndarray = shifted * scales * np.float32(step)
+        return scores
 
 
 _scanners: dict[int, Scanner] = {}
