@@ -8,8 +8,9 @@ of the query's words the name holds, up to ``NAME_MAX``: ``transprot`` against `
 
 A list of names is indexed once (term → the items holding it; the distinct terms for typo lookups) and the
 index kept for the next call with the same list (an unchanged graph answers the same list), so that a query
-scores only the items holding one of its terms or a near one, not every item: at 100k items the scoring
-loop over every name took ~0.5 s (benchmarks/search_bench.py ``names``)."""
+scores only the items holding one of its terms or a near one, not every item, and looks for near terms only
+among the terms of a near length (benchmarks/search_bench.py ``names``). Recognising the list is still
+linear (a hash and a comparison, in C), as is the graph read that produces it."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ NAME_MAX = 0.9  # the score of a name that holds every word of the query and not
 FUZZY_CREDIT = 0.8  # a query word the name holds with a typo counts this much of an exact one
 
 
-KEPT_INDEXES = 4  # name lists indexed and kept (one per context/kind/deprecated combination in use)
+KEPT_INDEXES = 2  # name lists indexed and kept (~40 MB each at 100k names): the contexts searched most
 
 
 class NameIndex:
@@ -41,7 +42,9 @@ class NameIndex:
             for term in terms:
                 holders.setdefault(term, []).append(at)
         self.holders = holders
-        self.vocabulary = list(holders)
+        self.by_length: dict[int, list[str]] = {}  # a term within k edits differs in length by at most k
+        for term in holders:
+            self.by_length.setdefault(len(term), []).append(term)
 
     def scores(self, query: str) -> dict[str, float]:
         wanted = list(dict.fromkeys((word, t) for word in analysis.words(query) if (t := analysis.term(word))))
@@ -60,8 +63,9 @@ class NameIndex:
         edits = analysis.fuzziness(word)
         if not edits:
             return frozenset()
-        found = process.extract(term, self.vocabulary, scorer=Levenshtein.distance, score_cutoff=edits,
-                                limit=None)
+        lengths = range(len(term) - edits, len(term) + edits + 1)
+        vocabulary = [v for length in lengths for v in self.by_length.get(length, ())]
+        found = process.extract(term, vocabulary, scorer=Levenshtein.distance, score_cutoff=edits, limit=None)
         return frozenset(v for v, _, _ in found if v != term)
 
 
