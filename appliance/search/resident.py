@@ -262,13 +262,15 @@ class ResidentTable:
             self._upsert(rows)
 
     def _upsert(self, rows: Iterable[dict[str, Any]]) -> None:
+        placed = []
         for row in rows:
             at = self._place(row)
+            placed.append(at)
             self._vectors[at] = np.asarray(row["vector"], dtype=np.float32)
-            codes, scales = scan.quantize(self._vectors[at: at + 1])
-            self._codes8[at], self._scales[at] = codes[0], scales[0]
             if "text" in row:
                 self._index_text(at, row["text"] or "")
+        if placed:  # the 8-bit codes of the rows written, at once
+            self._codes8[placed], self._scales[placed] = scan.quantize(self._vectors[placed])
         if self._delta_size > max(FOLD_AT, len(self._slots) // 8):
             self._fold()
         self._vocabulary.refresh()
