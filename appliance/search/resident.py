@@ -18,8 +18,13 @@ next load. The text index:
   the searched project's live rows (over all live rows for a search across projects), so that one project's
   documents never move another project's scores.
 
-Memory: 1.5 KiB per row for the vector (384 float32s) plus ~0.2 KiB for postings, columns and the
-vocabulary; see benchmarks/search_bench.py (``resident_mb``).
+The vector leg scores rows exactly (float32) below ``QUANTIZED_FROM`` rows to scan; from there it scans the
+rows' 8-bit codes (scan.py) and rescores the best ``SHORTLIST`` exactly, so the cosines it returns are the
+float32 ones (only which rows make the shortlist is approximate; recall@10 against the exact scan is reported
+by benchmarks/search_bench.py).
+
+Memory: 1.5 KiB per row for the vector (384 float32s), 0.4 KiB for its 8-bit codes, plus ~0.2 KiB for
+postings, columns and the vocabulary; see benchmarks/search_bench.py (``resident_mb``).
 """
 
 from __future__ import annotations
@@ -39,13 +44,18 @@ from rapidfuzz.distance import Levenshtein
 from threadpoolctl import threadpool_limits
 
 from appliance.core.search import SearchFilter
-from appliance.search import analysis
+from appliance.search import analysis, scan
 
 K1, B = 1.2, 0.75
 MAX_EXPANSIONS = 50  # vocabulary terms one fuzzy query word may stand for (LanceDB's default too)
 MAX_QUERY_WORDS = 32  # fuzzy matching looks at this many distinct query words
 FOLD_AT = 20_000  # delta postings (at least, or an eighth of the CSR) before they are folded into it
 _FIRST, _GROW = 1024, 1.5
+# From this many rows to score, the vector leg scans 8-bit codes (scan.py: a quarter of the bytes) and rescores
+# the best SHORTLIST of them exactly in float32; below it the float32 product takes a few ms and stays exact.
+# SHORTLIST 512 kept recall@10 against the exact scan at ≥ 0.99 on MiniLM vectors (benchmarks/search_bench.py).
+QUANTIZED_FROM = 20_000
+SHORTLIST = 512
 
 # One BLAS thread for the whole process: the products here are memory-bound, and OpenBLAS's pool (2 threads on
 # the 2-core machine) made them 1.5–3× slower whenever the other core was busy (the query embedding, another
@@ -178,6 +188,8 @@ class ResidentTable:
         self._krefs: list[str] = []
         self._position: dict[str, int] = {}
         self._vectors = np.zeros((_FIRST, dim), dtype=np.float32)
+        self._codes8 = np.zeros((_FIRST, dim), dtype=np.uint8)  # the vectors as 8-bit codes (scan.py)
+        self._scales = np.zeros(_FIRST, dtype=np.float32)
         self._alive = np.zeros(_FIRST, dtype=bool)
         self._deprecated = np.zeros(_FIRST, dtype=bool)
         self._columns = {name: np.zeros(_FIRST, dtype=np.int32) for name in ("project", "space", "kind", "type")}
@@ -236,6 +248,9 @@ class ResidentTable:
             for chunk in table.column("vector").chunks:  # one copy, from Arrow's buffers into ours
                 self._vectors[start: start + len(chunk)] = chunk.flatten().to_numpy().reshape(-1, self.dim)
                 start += len(chunk)
+            for first in range(0, count, 8192):  # in pieces: quantizing makes a temporary copy
+                last = min(count, first + 8192)
+                self._codes8[first:last], self._scales[first:last] = scan.quantize(self._vectors[first:last])
             if "text" in table.column_names:
                 self._index_bulk(np.arange(count), [t or "" for t in table.column("text").to_pylist()])
             self._vocabulary.refresh()
@@ -247,11 +262,15 @@ class ResidentTable:
             self._upsert(rows)
 
     def _upsert(self, rows: Iterable[dict[str, Any]]) -> None:
+        placed = []
         for row in rows:
             at = self._place(row)
+            placed.append(at)
             self._vectors[at] = np.asarray(row["vector"], dtype=np.float32)
             if "text" in row:
                 self._index_text(at, row["text"] or "")
+        if placed:  # the 8-bit codes of the rows written, at once
+            self._codes8[placed], self._scales[placed] = scan.quantize(self._vectors[placed])
         if self._delta_size > max(FOLD_AT, len(self._slots) // 8):
             self._fold()
         self._vocabulary.refresh()
@@ -291,6 +310,8 @@ class ResidentTable:
             return
         grown = max(size, int(len(self._alive) * _GROW))
         self._vectors = _grown(self._vectors, grown)
+        self._codes8 = _grown(self._codes8, grown)
+        self._scales = _grown(self._scales, grown)
         self._alive = _grown(self._alive, grown)
         self._deprecated = _grown(self._deprecated, grown)
         self._columns = {name: _grown(values, grown) for name, values in self._columns.items()}
@@ -379,14 +400,32 @@ class ResidentTable:
             n = len(self._krefs)
             if not n:
                 return []
+            query = np.asarray(query, dtype=np.float32)
             candidates = np.flatnonzero(self._mask(where, n))
-            if len(candidates) * 4 < n:  # a narrow filter: read only its rows (the product is memory-bound)
-                scores = self._vectors[candidates] @ query.astype(np.float32)
+            narrow = len(candidates) * 4 < n  # a narrow filter: read only its rows (the product is memory-bound)
+            if (len(candidates) if narrow else n) >= QUANTIZED_FROM:
+                candidates = self._shortlist(candidates, n, narrow, query, max(SHORTLIST, 4 * limit))
+                narrow = True
+            if narrow:
+                scores = self._vectors[candidates] @ query
                 picked = self._best(np.arange(len(candidates)), scores, limit)
                 return [(self._krefs[candidates[i]], float(scores[i])) for i in picked]
-            scores = self._vectors[:n] @ query.astype(np.float32)
+            scores = self._vectors[:n] @ query
             picked = self._best(candidates, scores, limit)
             return [(self._krefs[i], float(scores[i])) for i in picked]
+
+    def _shortlist(self, candidates: np.ndarray, n: int, narrow: bool, query: np.ndarray, size: int
+                   ) -> np.ndarray:
+        """The ``size`` candidates the 8-bit scan scores best, in slot order (for exact rescoring)."""
+        scanner = scan.scanner(self.dim)
+        if narrow:
+            approx = scanner.scores(self._codes8[candidates], self._scales[candidates], query)
+            best = candidates[np.argpartition(-approx, size)[:size]] if len(candidates) > size else candidates
+        else:
+            approx = scanner.scores(self._codes8[:n], self._scales[:n], query)
+            inside = approx[candidates]
+            best = candidates[np.argpartition(-inside, size)[:size]] if len(candidates) > size else candidates
+        return np.sort(best)
 
     def text_search(self, query: str, where: SearchFilter, limit: int, fuzzy: bool = False,
                     with_vectors: bool = False) -> list[TextHit]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -13,11 +15,45 @@ from appliance.core.search import SearchRequest
 from appliance.search.index import Hit, SearchIndex
 
 POOL = 50  # candidates each leg contributes before fusion
+QUERY_CACHE = 4096  # query embeddings kept (1.5 KiB each for MiniLM: ~6 MiB)
+
+
+class QueryVectors:
+    """The embeddings of recent query texts, least recently used dropped first: an agent asks the same question
+    again (engage before each turn, retries, several tools over one query), and an identical text skips the
+    embedder (~5-10 ms of MiniLM on the 2-core machine). Keyed by the exact text; thread-safe."""
+
+    def __init__(self, embedder: Embedder, size: int = QUERY_CACHE) -> None:
+        self.embedder, self.size = embedder, size
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def get(self, text: str) -> np.ndarray:
+        with self._lock:
+            vector = self._vectors.get(text)
+            if vector is not None:
+                self._vectors.move_to_end(text)
+                self.hits += 1
+                return vector
+            self.misses += 1
+        vector = np.asarray(self.embedder.embed([text])[0], dtype=np.float32)
+        vector.setflags(write=False)  # shared by every caller of the same text
+        with self._lock:
+            self._vectors[text] = vector
+            self._vectors.move_to_end(text)
+            while len(self._vectors) > self.size:
+                self._vectors.popitem(last=False)
+        return vector
+
+    def __len__(self) -> int:
+        return len(self._vectors)
 
 
 class SearchService:
     def __init__(self, index: SearchIndex, embedder: Embedder) -> None:
         self.index, self.embedder = index, embedder
+        self.queries = QueryVectors(embedder)
         self._legs = ThreadPoolExecutor(max_workers=4, thread_name_prefix="search-leg")
 
     def search(self, request: SearchRequest, query_vector: np.ndarray | None = None) -> list[Scored]:
@@ -31,7 +67,7 @@ class SearchService:
         text_leg = self._legs.submit(self._text_hits, request, pool) if request.mode != "vector" else None
         if want_vector:
             if query_vector is None:
-                query_vector = self.embedder.embed([request.query])[0]
+                query_vector = self.queries.get(request.query)
             vectors = {h.revision_kref: h.raw for h in self.index.vector_search(query_vector, request.filter, pool)}
         if text_leg is not None:
             text_hits = text_leg.result()

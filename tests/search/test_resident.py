@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from lancedb.index import FTS
 
 from appliance.core.search import SearchFilter
-from appliance.search import analysis
+from appliance.search import analysis, resident
 from appliance.search.index import IndexRow, SearchIndex
 from appliance.search.resident import FOLD_AT, ResidentTable
 
@@ -112,6 +112,36 @@ def test_narrow_and_wide_filters_give_the_exact_top_k() -> None:
         hits = table.search(query, where, 7)
         assert [k for k, _ in hits] == [f"k{n}" for n in expected]
         assert [s for _, s in hits] == pytest.approx([float(vectors[n] @ query) for n in expected], rel=1e-5)
+
+
+def test_the_8_bit_scan_returns_the_exact_cosines_of_the_rows_it_picks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """From QUANTIZED_FROM rows the leg scans 8-bit codes and rescores a shortlist in float32: the scores it
+    returns are the exact cosines, under a wide and a narrow filter, after upserts and deletes; with a
+    shortlist as long as the table, the hits are the exact scan's too."""
+    rng = np.random.default_rng(8)
+    dim, count = 32, 3000
+    vectors = rng.standard_normal((count, dim)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    table = ResidentTable(dim)
+    table.upsert([row(n, f"/P/s{n % 20}", vector=vectors[n]) for n in range(count)])
+    table.upsert([row(5, "/P/s5", vector=vectors[6])])  # a changed vector is re-coded
+    vectors[5] = vectors[6]
+    table.delete(["k7"])
+    live = [n for n in range(count) if n != 7]
+    query = rng.standard_normal(dim).astype(np.float32)
+    cases = ((SearchFilter(project="P"), live), (SearchFilter(spaces=("/P/s3",)), [n for n in live if n % 20 == 3]))
+    for shortlist, exact in ((4 * count, True), (64, False)):
+        monkeypatch.setattr(resident, "QUANTIZED_FROM", 0)
+        monkeypatch.setattr(resident, "SHORTLIST", shortlist)
+        for where, members in cases:
+            hits = table.search(query, where, 10)
+            assert len(hits) == 10 and all(int(k[1:]) in members for k, _ in hits)
+            assert [s for _, s in hits] == pytest.approx([float(vectors[int(k[1:])] @ query) for k, _ in hits],
+                                                         rel=1e-5)
+            assert [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)
+            if exact:
+                best = sorted(members, key=lambda n: -float(vectors[n] @ query))[:10]
+                assert [k for k, _ in hits] == [f"k{n}" for n in best]
 
 
 # --------------------------------------------------------------------------------------------------- BM25
