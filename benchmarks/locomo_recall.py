@@ -3,7 +3,7 @@
     python benchmarks/locomo_recall.py --data ../shared/bench/locomo-dev.json [--embedder minilm|hashing]
     python benchmarks/locomo_recall.py --data ../shared/bench/locomo-dev.json --through engage \
         [--variant NAME='{"engage arg": value}' ...] [--model] [--keep DIR] \
-        [--surrounding previous|both|none]
+        [--surrounding both|previous|none]
 
 Every turn is stored as a memory (title "speaker (date)", summary = the turn's text, its dia_id kept); every
 question of categories 1–4 is asked, and evidence recall@k (the share of a question's evidence turns among the
@@ -15,7 +15,7 @@ top k results, averaged over questions) is reported overall and by category (1 m
 
 ``--through engage``: the conversations go into one data directory (one space each), written and indexed
 offline as the appliance would on its start (with the metadata the memory tools write: the session's date as
-``event_date``; ``--surrounding`` neighbouring turns of the session — by default the turn it answers — as
+``event_date``; ``--surrounding`` neighbouring turns of the session — by default the turns before and after — as
 ``surrounding_text``, which is indexed with the memory but not shown); then the appliance runs in this process
 (the real app behind uvicorn on a loopback port) and every question is one ``kumiho_memory_engage`` call
 (``limit`` 10, the conversation's space) from the official MCP client over streamable HTTP. Each ``--variant``
@@ -241,7 +241,7 @@ def main() -> None:
     parser.add_argument("--variant", action="append", default=[], type=parse_variant,
                         help='engage only: NAME=\'{"argument": value}\' (repeatable; default: one plain variant)')
     parser.add_argument("--model", action="store_true", help="engage only: load the installed default chat model")
-    parser.add_argument("--surrounding", choices=("previous", "both", "none"), default="previous",
+    parser.add_argument("--surrounding", choices=("both", "previous", "none"), default="both",
                         help="engage only: the neighbouring turns stored as each memory's surrounding_text")
     parser.add_argument("--keep", type=Path, help="engage only: ingest into this directory once and reuse it (its "
                         "index is rebuilt on start when the indexed text changed)")
