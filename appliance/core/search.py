@@ -43,13 +43,17 @@ def ancestors(space: str) -> list[str]:
     return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
+# ``surrounding_text`` (last): the conversation around a memory, e.g. the message a stored turn answers. A turn
+# alone often lacks what a question names ("pottery class" is in the question it answers, not in "I loved it!"):
+# indexed with it, the turn is found by it, while recall still shows the memory's own summary.
 SEARCH_KEYS = ("title", "summary", "content", "text", "topics", "keywords", "entities", "facts", "events",
-               "decisions", "implications", "user_text", "assistant_text")
+               "decisions", "implications", "user_text", "assistant_text", "surrounding_text")
 
 
 # The version of what ``searchable_text`` builds: an index built with another version is rebuilt on open (its
 # rows' texts, and so their vectors and terms, would differ from what new rows get).
-TEXT_VERSION = 1
+# 2: ``surrounding_text`` joined SEARCH_KEYS.
+TEXT_VERSION = 2
 
 
 def searchable_text(item_name: str, metadata: dict[str, str], tags: list[str]) -> str:
