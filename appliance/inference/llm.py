@@ -74,6 +74,9 @@ class Completion:
     finish: str
     prompt_tokens: int
     completion_tokens: int
+    cached_prompt_tokens: int = 0  # of ``prompt_tokens``, those the KV cache already held (not read again)
+    decoding_steps: int = 0  # model passes after the prompt (a pass checks a drafted run of tokens at once)
+    seconds: float = 0.0  # the call's time with the model (not the wait for it)
 
 
 class _Stopped(Exception):
@@ -114,6 +117,7 @@ class LlamaModel:
         self._last_used = clock()
         self._idle_timer: threading.Timer | None = None
         self._grammars: OrderedDict[str, str] = OrderedDict()
+        self.last_completion: Completion | None = None  # the last call's costs (benchmarks report them)
 
     # -- the ChatModel interface -------------------------------------------------------------------------
 
@@ -274,6 +278,7 @@ class LlamaModel:
             return False
 
         check()
+        started = time.perf_counter()
         formatted = self._formatter(messages=[dict(m) for m in messages])
         prompt = llm.tokenize(formatted.prompt.encode("utf-8"), add_bos=not formatted.added_special, special=True)
         room = llm.n_ctx() - len(prompt)
@@ -285,9 +290,8 @@ class LlamaModel:
         watcher = threading.Thread(target=watch, name="llm-deadline", daemon=True)
         watcher.start()
         try:
-            tokens, finish = sampling.generate(llm, prompt, max_tokens=min(max_tokens, room),
-                                               temperature=temperature, seed=seed, grammar=grammar,
-                                               after_token=after_token, top_p=top_p)
+            generated = sampling.generate(llm, prompt, max_tokens=min(max_tokens, room), temperature=temperature,
+                                          seed=seed, grammar=grammar, after_token=after_token, top_p=top_p)
         except RuntimeError as exc:  # llama_decode returned 2: the abort callback stopped it
             if self._stop_reason is None:
                 raise ModelError(f"{self.model_id} failed: {exc}") from None
@@ -300,8 +304,11 @@ class LlamaModel:
         if self._stop_reason == "timeout":
             raise ModelTimeout(f"the {self.model_id} call passed its deadline and was stopped; allow a longer "
                                "timeout, fewer tokens or a shorter prompt")
-        text = llm.detokenize(tokens, prev_tokens=prompt).decode("utf-8", errors="ignore")
-        return Completion(text, finish, len(prompt), len(tokens))
+        text = llm.detokenize(generated.tokens, prev_tokens=prompt).decode("utf-8", errors="ignore")
+        self.last_completion = Completion(text, generated.finish, len(prompt), len(generated.tokens),
+                                          generated.cached_prompt_tokens, generated.steps,
+                                          round(time.perf_counter() - started, 3))
+        return self.last_completion
 
     def _grammar(self, schema: Mapping[str, Any]) -> str:
         """The GBNF grammar of ``schema`` (cached: converting a schema is not free)."""
