@@ -88,13 +88,14 @@ class LlamaModel:
     def __init__(self, path: Path, *, model_id: str | None = None, sha256: str | None = None,
                  size: int | None = None, context_tokens: int = 4096, threads: int = 0, batch_threads: int = 0,
                  idle_unload_seconds: float = 0.0, queue_timeout: float = 30.0, max_waiting: int = 16,
-                 request_timeout: float = 120.0, seed: int = 0,
+                 request_timeout: float = 120.0, seed: int = 0, draft_tokens: int = sampling.DRAFT_TOKENS,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.path = Path(path)
         self.model_id = model_id or self.path.name
         self._sha256, self._size = sha256, size
         self.context_tokens = context_tokens
         self._seed = seed
+        self.draft_tokens = draft_tokens  # 0: one token per model pass (benchmarks compare)
         self.threads = threads
         self.batch_threads = batch_threads
         self.idle_unload_seconds = idle_unload_seconds
@@ -291,7 +292,8 @@ class LlamaModel:
         watcher.start()
         try:
             generated = sampling.generate(llm, prompt, max_tokens=min(max_tokens, room), temperature=temperature,
-                                          seed=seed, grammar=grammar, after_token=after_token, top_p=top_p)
+                                          seed=seed, grammar=grammar, after_token=after_token, top_p=top_p,
+                                          draft_tokens=self.draft_tokens)
         except RuntimeError as exc:  # llama_decode returned 2: the abort callback stopped it
             if self._stop_reason is None:
                 raise ModelError(f"{self.model_id} failed: {exc}") from None
