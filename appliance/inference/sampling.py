@@ -155,13 +155,22 @@ def _feed(llm: Any, batch: list[int], n_vocab: int) -> list[np.ndarray]:
     if len(batch) == 1:
         llm.eval(batch)
         return [np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1), shape=(n_vocab,))]
+    ctx = llm._ctx.ctx
     llm._ctx.kv_cache_seq_rm(-1, llm.n_tokens, -1)  # a rejected draft's entries (eval() does the same)
     n_past = llm.n_tokens
     llm._batch.set_batch(batch=batch, n_past=n_past, logits_all=True)
-    llm._ctx.decode(llm._batch)
+    # llama.cpp runs any batch of more than one token on the prompt's threads (every core); a draft is
+    # decoded on the generation threads instead: with every core in use, a busy machine stalls each of the
+    # model's barriers (on 2 loaded cores a 9-token draft took 45 s on 2 threads, 4 s on 1)
+    threads, batch_threads = llama_cpp.llama_n_threads(ctx), llama_cpp.llama_n_threads_batch(ctx)
+    llama_cpp.llama_set_n_threads(ctx, threads, threads)
+    try:
+        llm._ctx.decode(llm._batch)
+    finally:
+        llama_cpp.llama_set_n_threads(ctx, threads, batch_threads)
     llm.input_ids[n_past:n_past + len(batch)] = batch
     llm.n_tokens += len(batch)
-    return [np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm._ctx.ctx, i), shape=(n_vocab,))
+    return [np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, i), shape=(n_vocab,))
             for i in range(len(batch))]
 
 
