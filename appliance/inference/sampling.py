@@ -12,8 +12,9 @@ decoding): the tokens that followed the last few generated tokens where they occ
 with the next token in one model pass, and kept as far as they are what the model would have chosen
 itself. The answer is exactly the token-by-token answer; a summary copies names, numbers and phrases from
 its transcript, so about three tokens come out of each pass instead of one (a 40-message consolidation:
-252 tokens in 85 passes instead of 252), and on a CPU a pass over a few tokens costs little more than a
-pass over one (the weights are read once).
+251 tokens in 85 passes instead of 251). A pass over a few tokens reads the weights once, so on free
+cores it costs less than that many passes; on a CPU-starved machine (measured at a load average of ~20 on
+2 cores) it costs about as much, and the call took the same time as token by token.
 
 It works on a loaded ``llama_cpp.Llama`` and keeps its bookkeeping (``eval`` records the tokens), so the
 next call reuses the longest common prompt prefix in the KV cache, as ``Llama.generate`` does.
