@@ -3,9 +3,12 @@
     python benchmarks/llm_bench.py                    # the installed default model (make models)
     python benchmarks/llm_bench.py --model my.gguf    # any GGUF
 
-Two calls through ``LlamaModel`` (the appliance's own code path, capacity slot and deadline watch included):
-a small schema-constrained call (the ``json_smoke`` prompt) and a summary of a ~40-message chat with a
-bounded schema, as consolidation makes. Speeds come from llama.cpp's own counters for each call.
+Three calls through ``LlamaModel`` (the appliance's own code path, capacity slot and deadline watch
+included): a small schema-constrained call (the ``json_smoke`` prompt), a summary of a ~40-message chat with a
+bounded schema, and consolidation's own summary call (``consolidation.summarize``) of the 40-message sample
+session of ``benchmarks/data/llm_samples.json``. Speeds come from llama.cpp's own counters for each call;
+the tokens read and generated and the model passes (``decoding_steps``: drafted decoding checks several
+tokens a pass) do not depend on the machine's load. ``--no-drafts`` decodes one token a pass (the comparison).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from appliance.inference import prompts
 from appliance.inference.install import chat_models, installed_path
 from appliance.inference.llm import SMOKE_SCHEMA, LlamaModel, default_threads
 
+SAMPLES = Path(__file__).with_name("data") / "llm_samples.json"
 SUMMARY_SCHEMA = {
     "type": "object",
     "properties": {
@@ -82,6 +86,23 @@ def measured_call(model: LlamaModel, messages: list[dict[str, str]], schema: dic
     }
 
 
+def consolidation_summary(model: LlamaModel) -> dict:
+    """Consolidation's summary call on the 40-message sample session (redacted as consolidation does)."""
+    from appliance.memory import consolidation
+    from appliance.memory.model_options import patterns_only
+
+    session = json.loads(SAMPLES.read_text())["sessions"][0]
+    texts = patterns_only([m["content"] for m in session["messages"]])
+    started = time.perf_counter()
+    consolidation.summarize(model, [(m["role"], t) for m, t in zip(session["messages"], texts, strict=True)],
+                            timeout=1800)
+    done = model.last_completion
+    assert done is not None
+    return {"messages": len(session["messages"]), "seconds": round(time.perf_counter() - started, 2),
+            "prompt_tokens": done.prompt_tokens, "cached_prompt_tokens": done.cached_prompt_tokens,
+            "generated_tokens": done.completion_tokens, "decoding_steps": done.decoding_steps}
+
+
 def open_model(path: Path | None, context: int, threads: int) -> LlamaModel:
     """``path``, or the installed default model (verified by its manifest's sha256)."""
     if path:
@@ -99,8 +120,11 @@ def main() -> None:
     parser.add_argument("--model", type=Path, help="a GGUF file (default: the installed default model)")
     parser.add_argument("--threads", type=int, default=0, help="0 = the appliance's default (every core but one)")
     parser.add_argument("--context", type=int, default=4096)
+    parser.add_argument("--no-drafts", action="store_true", help="decode one token per model pass")
     args = parser.parse_args()
     model = open_model(args.model, args.context, args.threads)
+    if args.no_drafts:
+        model.draft_tokens = 0
     load_average = [round(x, 2) for x in os.getloadavg()]  # other work on the machine skews every number
     baseline = rss_mb()
     started = time.perf_counter()
@@ -110,12 +134,14 @@ def main() -> None:
                                                 "on Tuesday; Priya owns the runbook and the budget is 2,000 euros."),
                           SMOKE_SCHEMA, 96)
     summary = measured_call(model, conversation(), SUMMARY_SCHEMA, 320)
+    consolidation_call = consolidation_summary(model)
     print(json.dumps({
         "load_average_at_start": load_average,
         "model": model.model_id, "threads": args.threads or default_threads(), "context": args.context,
         "load_seconds_with_sha256": round(load_seconds, 2), "load_seconds": model.status().load_seconds,
         "rss_before_load_mb": round(baseline), "peak_rss_mb": round(rss_mb()),
-        "json_smoke": smoke, "summary_40_messages": summary,
+        "draft_tokens": model.draft_tokens, "json_smoke": smoke, "summary_40_messages": summary,
+        "consolidation_40_messages": consolidation_call,
     }, indent=2, ensure_ascii=False))
     model.close()
 

@@ -74,6 +74,9 @@ class Completion:
     finish: str
     prompt_tokens: int
     completion_tokens: int
+    cached_prompt_tokens: int = 0  # of ``prompt_tokens``, those the KV cache already held (not read again)
+    decoding_steps: int = 0  # model passes after the prompt (a pass checks a drafted run of tokens at once)
+    seconds: float = 0.0  # the call's time with the model (not the wait for it)
 
 
 class _Stopped(Exception):
@@ -85,13 +88,14 @@ class LlamaModel:
     def __init__(self, path: Path, *, model_id: str | None = None, sha256: str | None = None,
                  size: int | None = None, context_tokens: int = 4096, threads: int = 0, batch_threads: int = 0,
                  idle_unload_seconds: float = 0.0, queue_timeout: float = 30.0, max_waiting: int = 16,
-                 request_timeout: float = 120.0, seed: int = 0,
+                 request_timeout: float = 120.0, seed: int = 0, draft_tokens: int = sampling.DRAFT_TOKENS,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.path = Path(path)
         self.model_id = model_id or self.path.name
         self._sha256, self._size = sha256, size
         self.context_tokens = context_tokens
         self._seed = seed
+        self.draft_tokens = draft_tokens  # 0: one token per model pass (benchmarks compare)
         self.threads = threads
         self.batch_threads = batch_threads
         self.idle_unload_seconds = idle_unload_seconds
@@ -114,6 +118,7 @@ class LlamaModel:
         self._last_used = clock()
         self._idle_timer: threading.Timer | None = None
         self._grammars: OrderedDict[str, str] = OrderedDict()
+        self.last_completion: Completion | None = None  # the last call's costs (benchmarks report them)
 
     # -- the ChatModel interface -------------------------------------------------------------------------
 
@@ -274,6 +279,7 @@ class LlamaModel:
             return False
 
         check()
+        started = time.perf_counter()
         formatted = self._formatter(messages=[dict(m) for m in messages])
         prompt = llm.tokenize(formatted.prompt.encode("utf-8"), add_bos=not formatted.added_special, special=True)
         room = llm.n_ctx() - len(prompt)
@@ -285,9 +291,9 @@ class LlamaModel:
         watcher = threading.Thread(target=watch, name="llm-deadline", daemon=True)
         watcher.start()
         try:
-            tokens, finish = sampling.generate(llm, prompt, max_tokens=min(max_tokens, room),
-                                               temperature=temperature, seed=seed, grammar=grammar,
-                                               after_token=after_token, top_p=top_p)
+            generated = sampling.generate(llm, prompt, max_tokens=min(max_tokens, room), temperature=temperature,
+                                          seed=seed, grammar=grammar, after_token=after_token, top_p=top_p,
+                                          draft_tokens=self.draft_tokens)
         except RuntimeError as exc:  # llama_decode returned 2: the abort callback stopped it
             if self._stop_reason is None:
                 raise ModelError(f"{self.model_id} failed: {exc}") from None
@@ -300,8 +306,11 @@ class LlamaModel:
         if self._stop_reason == "timeout":
             raise ModelTimeout(f"the {self.model_id} call passed its deadline and was stopped; allow a longer "
                                "timeout, fewer tokens or a shorter prompt")
-        text = llm.detokenize(tokens, prev_tokens=prompt).decode("utf-8", errors="ignore")
-        return Completion(text, finish, len(prompt), len(tokens))
+        text = llm.detokenize(generated.tokens, prev_tokens=prompt).decode("utf-8", errors="ignore")
+        self.last_completion = Completion(text, generated.finish, len(prompt), len(generated.tokens),
+                                          generated.cached_prompt_tokens, generated.steps,
+                                          round(time.perf_counter() - started, 3))
+        return self.last_completion
 
     def _grammar(self, schema: Mapping[str, Any]) -> str:
         """The GBNF grammar of ``schema`` (cached: converting a schema is not free)."""

@@ -31,3 +31,24 @@ def test_the_default_model_answers_schema_valid_json(default_model: LlamaModel) 
     assert any(w in words for w in ("dublin", "frankfurt", "cluster", "staging", "tls", "certificate", "migrat",
                                     "move")), answer
     assert default_model.status().state == "loaded"
+
+
+def test_drafted_decoding_answers_exactly_what_token_by_token_decoding_answers(default_model: LlamaModel) -> None:
+    """Greedy calls check tokens drafted from the prompt several at a time (a summary copies names and
+    phrases): the answer is the one token-by-token decoding gives, in fewer model passes."""
+    from appliance.inference import sampling
+
+    text = ("Priya moves the staging cluster from Frankfurt to Dublin on Tuesday; the TLS certificates for "
+            "staging.example.org must be renewed first, and the budget is capped at 2,000 euros.")
+    messages = [{"role": "user", "content": f"Repeat this sentence word for word: {text}"}]
+    default_model.load(timeout=120)
+    llm = default_model._llm
+    formatted = default_model._formatter(messages=messages)
+    prompt = llm.tokenize(formatted.prompt.encode(), add_bos=not formatted.added_special, special=True)
+    runs = [sampling.generate(llm, prompt, max_tokens=60, temperature=0.0, seed=0, grammar=None,
+                              after_token=lambda n: False, draft_tokens=draft) for draft in (0, 8)]
+    one_by_one, drafted = runs
+    assert drafted.tokens == one_by_one.tokens and drafted.finish == one_by_one.finish
+    assert one_by_one.steps >= len(one_by_one.tokens) - 1  # one pass a token
+    assert drafted.steps < one_by_one.steps / 2, (drafted.steps, one_by_one.steps)
+    assert "Dublin" in llm.detokenize(drafted.tokens).decode()
