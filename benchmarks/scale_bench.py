@@ -32,11 +32,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
+import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.mcp_bench import DATA, corpus, cycled, stats
 from benchmarks.rss_bench import slope_per_1000
-from tests.appliance_process import serve
+from tests.appliance_process import ROOT, cli_env, free_port, wait_until_live
 from tests.load.driver import bearer, rss_mb
 from tests.mcp_api.clients import call, http_session
 
@@ -93,6 +96,18 @@ class RssSampler:
 
     def now(self) -> float:
         return round(rss_mb(self.pid), 1)
+
+    def parts(self) -> dict[str, float]:
+        """RSS split: anonymous (heaps, arrays, the KV cache) and file-backed (the mmapped chat model and
+        libraries: pages the kernel can drop and read again), MiB."""
+        fields = {"RssAnon": "anon", "RssFile": "file", "RssShmem": "shmem"}
+        parts = {}
+        with open(f"/proc/{self.pid}/status") as status:
+            for line in status:
+                key = line.split(":", 1)[0]
+                if key in fields:
+                    parts[fields[key]] = round(int(line.split()[1]) / 1024, 1)
+        return parts
 
     def since(self, t: float) -> list[tuple[float, float, int]]:
         return [s for s in self.samples if s[0] >= t]
@@ -278,6 +293,28 @@ def thin(series: list[Any], points: int) -> list[Any]:
 
 
 # -- the appliance ---------------------------------------------------------------------------------------
+@contextmanager
+def appliance(code: Path, data_dir: Path, **env: str) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """``kumiho-ce serve`` from the checkout ``code`` (its process and base URL); its log beside ``data_dir``.
+    A long start-up wait: on a busy machine the models take a while to load."""
+    port, log = free_port(), data_dir.parent / "serve.log"
+    with open(log, "a") as output:
+        process = subprocess.Popen([sys.executable, "-m", "appliance", "serve", "--host", "127.0.0.1", "--port",
+                                    str(port)], cwd=code, env=cli_env(data_dir, **env), stdout=output, stderr=output)
+    base_url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_live(base_url, process, timeout=900, log=log)  # type: ignore[arg-type]
+        yield process, base_url
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
 def link_default_model(data_dir: Path) -> str | None:
     """Link the installed default chat model into ``data_dir/models`` (where the appliance looks for it);
     its name, or None when it is not installed (`make models`)."""
@@ -317,13 +354,15 @@ def main() -> None:
                         help="auto: the bulk door when the appliance has one, else reflect batches")
     parser.add_argument("--data", type=Path, default=LOCOMO, help="LoCoMo file (turns and questions)")
     parser.add_argument("--keep-log", type=Path, help="copy the appliance's log here")
+    parser.add_argument("--code", type=Path, default=ROOT, help="checkout the server runs from (before/after)")
     args = parser.parse_args()
     turns, all_questions = corpus(args.data)
     items = memories(turns, args.memories)
     questions = cycled(all_questions, args.queries)
     texts = cycled([f"{t['speaker']}: {t['text']}" for t in reversed(turns)], args.stores)
 
-    report: dict[str, Any] = {"benchmark": "scale", "memories": args.memories, "clients": args.clients,
+    report: dict[str, Any] = {"benchmark": "scale", "code": str(args.code.resolve()), "memories": args.memories,
+                              "clients": args.clients,
                               "embedder": args.embedder, "chat_model": None, "cpu_count": os.cpu_count()}
     with tempfile.TemporaryDirectory() as scratch:
         data_dir = Path(scratch) / "data"
@@ -336,34 +375,37 @@ def main() -> None:
             env["KUMIHO_CE_INFERENCE__CHAT_MODEL"] = "default"
         start = time.perf_counter()
         try:
-            with serve(data_dir, **env) as app, RssSampler(app.process.pid) as sampler:
+            with appliance(args.code.resolve(), data_dir, **env) as (process, base_url), \
+                    RssSampler(process.pid) as sampler:
                 headers = bearer(data_dir)
                 report["startup_seconds"] = round(time.perf_counter() - start, 1)
                 rss: dict[str, Any] = {"started": sampler.now()}
                 if args.chat == "default":
-                    report["chat_load_seconds"] = load_chat_model(app.base_url, headers)
+                    report["chat_load_seconds"] = load_chat_model(base_url, headers)
                 # the embedder, the PII model and the index load on first use: one store and one engage
-                measure_stores(app.base_url, 1, ["Warm-up: the appliance is starting."])
-                measure_engage(app.base_url, 1, ["What is starting?"])
+                measure_stores(base_url, 1, ["Warm-up: the appliance is starting."])
+                measure_engage(base_url, 1, ["What is starting?"])
                 time.sleep(2)
                 rss["at_rest"] = sampler.now()
+                rss["at_rest_parts"] = sampler.parts()
 
                 progress(f"at rest: {rss['at_rest']} MiB; filling {args.memories} memories")
                 fill_start = sampler.clock()
                 sampler.count = 0
-                door = args.fill != "reflect" and bulk_door(app.base_url, headers)
+                door = args.fill != "reflect" and bulk_door(base_url, headers)
                 if args.fill == "bulk" and not door:
                     raise SystemExit(f"--fill bulk: this appliance has no {BULK_PATH}")
                 if door:
                     report["fill"] = {"path": f"POST {BULK_PATH}, {BULK_BATCH} entries a call"}
-                    committed = fill_bulk(app.base_url, headers, args.clients, items, sampler)
+                    committed = fill_bulk(base_url, headers, args.clients, items, sampler)
                 else:
                     report["fill"] = {"path": f"kumiho_memory_reflect, {CAPTURES_PER_REFLECT} captures a call"}
-                    committed = fill_reflect(app.base_url, args.clients, items, sampler)
+                    committed = fill_reflect(base_url, args.clients, items, sampler)
                 commit_seconds = sampler.clock() - fill_start
-                search = wait_searchable(app.base_url, headers, timeout=max(600.0, args.memories / 5))
+                search = wait_searchable(base_url, headers, timeout=max(600.0, args.memories / 5))
                 searchable_seconds = sampler.clock() - fill_start
                 rss["after_fill"] = sampler.now()
+                rss["after_fill_parts"] = sampler.parts()
                 fill_samples = [(c, mb) for _, mb, c in sampler.since(fill_start) if c >= args.memories // 10]
                 report["fill"].update({
                     "committed": committed, "commit_seconds": round(commit_seconds, 1),
@@ -373,27 +415,29 @@ def main() -> None:
                     "index_rows": search.get("rows"), "mb_per_1000_memories": slope_per_1000(fill_samples)})
                 progress(f"filled: {report['fill']}; RSS {rss['after_fill']} MiB; timing stores")
 
-                measure_stores(app.base_url, args.clients, [f"Warm-up store {n}." for n in range(args.clients)])
+                measure_stores(base_url, args.clients, [f"Warm-up store {n}." for n in range(args.clients)])
                 started = time.perf_counter()
-                stores = measure_stores(app.base_url, args.clients, texts)
+                stores = measure_stores(base_url, args.clients, texts)
                 report["store"] = {**stats(stores), "seconds": round(time.perf_counter() - started, 1)}
                 progress(f"stores: {report['store']}; timing engage")
                 started = time.perf_counter()
-                engage, server, empty = measure_engage(app.base_url, args.clients, questions)
+                engage, server, empty = measure_engage(base_url, args.clients, questions)
                 report["engage"] = {**stats(engage), "server_total_ms": stats(server), "empty": empty,
                                     "seconds": round(time.perf_counter() - started, 1)}
                 progress(f"engage: {report['engage']}")
                 if args.soak_seconds > 0:
-                    report["soak"] = soak(app.base_url, args.clients, texts, args.soak_seconds, sampler)
+                    report["soak"] = soak(base_url, args.clients, texts, args.soak_seconds, sampler)
                 time.sleep(5)
                 rss["after"] = sampler.now()
+                rss["after_parts"] = sampler.parts()
                 rss["peak"] = max(mb for _, mb, _ in sampler.samples)
                 report["rss_mb"] = rss
                 report["rss_series"] = thin([(t, mb) for t, mb, _ in sampler.samples], 60)
-                report["appliance_exit_code"] = app.stop()
+                process.send_signal(signal.SIGTERM)
+                report["appliance_exit_code"] = process.wait(timeout=120)
         finally:
             if args.keep_log:
-                log = Path(scratch) / "data.log"
+                log = Path(scratch) / "serve.log"
                 if log.exists():
                     args.keep_log.write_text(log.read_text())
     report["wall_seconds"] = round(time.perf_counter() - start, 1)
