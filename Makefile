@@ -138,7 +138,7 @@ bench-rss: install-test
 bench-scale: install-test models
 	$(BIN)/python benchmarks/scale_bench.py --memories 10000
 
-# The same at 100,000 memories, then SOAK_SECONDS (default 10 minutes) of steady stores with RSS sampled: it
+# The same at 100,000 memories, then SCALE_SOAK_SECONDS (default 600) of steady stores with RSS sampled: it
 # should stay flat. Hours on 2 cores through reflect batches, minutes through a bulk store.
 bench-soak: install-test models
 	$(BIN)/python benchmarks/scale_bench.py --memories 100000 --soak-seconds $(or $(SCALE_SOAK_SECONDS),600)
