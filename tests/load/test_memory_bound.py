@@ -83,4 +83,5 @@ def test_rss_stays_bounded_over_the_second_half_of_a_steady_write_load(tmp_path:
     assert growth < BOUND_MB, (
         f"RSS grew by {growth:.1f} MiB (fitted) over the last {STORES - STORES // 2} of {STORES} stores "
         f"({second_half[0][1]:.0f} → {second_half[-1][1]:.0f} MiB, {seconds:.0f} s): a leak of "
-        f"{MB_PER_STORE_OF_THE_OLD_LEAK} MB a memory would add {MB_PER_STORE_OF_THE_OLD_LEAK * 100:.0f}")
+        f"{MB_PER_STORE_OF_THE_OLD_LEAK} MB a memory would add {MB_PER_STORE_OF_THE_OLD_LEAK * 100:.0f} MiB, the bound "
+        f"is {BOUND_MB} MiB")
