@@ -132,6 +132,21 @@ soak: install-test
 bench-rss: install-test
 	$(BIN)/python benchmarks/rss_bench.py
 
+# The appliance at 10,000 memories with the default models loaded, through its front doors (JSON): fill rate
+# (committed and searchable), store and engage p50/p95 with 8 MCP clients over HTTP, RSS at rest/after/peak.
+# Needs the default chat model (`make models`). About 10-60 minutes on 2 cores, depending on the write path.
+bench-scale: install-test models
+	$(BIN)/python benchmarks/scale_bench.py --memories 10000
+
+# The same at 100,000 memories, then SCALE_SOAK_SECONDS (default 600) of steady stores with RSS sampled: it
+# should stay flat. Hours on 2 cores through reflect batches, minutes through a bulk store.
+bench-soak: install-test models
+	$(BIN)/python benchmarks/scale_bench.py --memories 100000 --soak-seconds $(or $(SCALE_SOAK_SECONDS),600)
+
+# onnxruntime session options for the embedder: RSS and latency of each (JSON)
+bench-embedder: install-test
+	$(BIN)/python benchmarks/embedder_bench.py
+
 # Bad input: every MCP tool fuzzed from its schema (FUZZ= examples per tool, default 200), figures as JSON.
 FUZZ ?= 200
 test-fuzz: install-test

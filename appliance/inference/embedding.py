@@ -10,7 +10,7 @@ import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -32,13 +32,8 @@ class OnnxEmbedder:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.log_severity_level = 3
-        # No memory arena: it kept ~130 MB after the first batches (measured: RSS 307 → 178 MB over the
-        # session) for ~1 ms more per query embedding; the appliance's whole RSS budget is 1.2 GB.
-        options.enable_cpu_mem_arena = False
-        self._session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+        self._session = ort.InferenceSession(str(model_path), session_options(threads),
+                                             providers=["CPUExecutionProvider"])
         self._inputs = {i.name for i in self._session.get_inputs()}
         self._tokenizer = Tokenizer.from_file(str(tokenizer_path))
         self._tokenizer.enable_truncation(max_length)
@@ -69,6 +64,19 @@ class OnnxEmbedder:
         weights = mask[..., None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
         return _normalise(pooled)
+
+
+def session_options(threads: int = 0) -> Any:
+    """onnxruntime's options for the embedder's session (``benchmarks/embedder_bench.py`` measures them)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.log_severity_level = 3
+    # No memory arena: it kept ~130 MB after the first batches (measured: RSS 307 → 178 MB over the
+    # session) for ~1 ms more per query embedding; the appliance's whole RSS budget is 1.2 GB.
+    options.enable_cpu_mem_arena = False
+    return options
 
 
 def default_embedder(threads: int = 0) -> OnnxEmbedder:
