@@ -8,7 +8,8 @@ PYTEST := $(BIN)/python -m pytest
         bench bench-search bench-recall bench-mcp bench-pii bench-pii-hard bench-llm bench-llm-quality bench-rss \
         bench-door bench-bounds bench-compare test-fuzz-api test-browser bench-kumiho-rest bench-console \
         bench-slow-clients bench-memory-api bench-hygiene bench-portability bench-backup bench-policy \
-        kumiho-sdk test-sdk-long bench-grpc bench-grpc-search bench-workmem bench-openai clean
+        kumiho-sdk test-sdk-long bench-grpc bench-grpc-search bench-workmem bench-openai bench-scale bench-soak \
+        bench-embedder clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kumiho-ce needs Python 3.11 or newer")'
