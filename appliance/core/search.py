@@ -51,9 +51,10 @@ SEARCH_KEYS = ("title", "summary", "content", "text", "topics", "keywords", "ent
 
 
 # The version of what ``searchable_text`` builds: an index built with another version is rebuilt on open (its
-# rows' texts, and so their vectors and terms, would differ from what new rows get).
-# 2: ``surrounding_text`` joined SEARCH_KEYS.
-TEXT_VERSION = 2
+# rows' texts, and so their vectors and terms, would differ from what new rows get). A bump re-embeds every
+# revision on the first start after an upgrade (minutes at 100k), so only a change to existing rows' texts
+# bumps it: adding ``surrounding_text`` did not (no memory written before carried that key).
+TEXT_VERSION = 1
 
 
 def searchable_text(item_name: str, metadata: dict[str, str], tags: list[str]) -> str:
