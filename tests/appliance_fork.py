@@ -1,10 +1,11 @@
-"""Start ``kumiho-ce serve`` for a test in a fraction of the time: a helper process imports the appliance once and
-forks each appliance from there, instead of every start importing it again (the imports are most of a start:
-lancedb, litestar, mcp and grpc).
+"""Start ``kumiho-ce serve`` (or another ``kumiho-ce`` command) for a test in a fraction of the time: a helper
+process imports the appliance once and forks each process from there, instead of every start importing it again
+(the imports are most of a start: lancedb, litestar, mcp and grpc).
 
 The forked child is the process ``python -m appliance serve …`` would be, but for its imports: it takes the test's
-environment, working directory and arguments, sends its output to the log, runs ``appliance.__main__`` and exits
-through the interpreter's own exit (atexit handlers included). The helper reaps it and reports its exit status,
+environment, working directory and arguments, sends its output to files, runs ``appliance.__main__`` and exits
+as the interpreter would (threads joined, atexit handlers run, output flushed) but without tearing every module
+down. The helper reaps it and reports its exit status,
 so a test holds a ``Forked`` that answers like ``subprocess.Popen`` (pid, poll, wait, send_signal, kill).
 
 Only what cannot differ between a fork and a fresh interpreter may be forked: ``can_fork`` says no (the caller
@@ -15,6 +16,7 @@ network namespace), or when ``KUMIHO_TEST_FORK=0``. The helper imports before it
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import runpy
@@ -23,6 +25,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import traceback
 import warnings
@@ -81,24 +84,41 @@ def _helper(control: socket.socket) -> None:
 
 def _child(request: dict[str, Any]) -> None:
     null = os.open(os.devnull, os.O_RDONLY)
-    log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(null, 0)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
     os.close(null)
-    os.close(log)
+    for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
+        opened = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(opened, fd)
+        os.close(opened)
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
     sys.argv = ["-m", *request["args"]]
     try:
         runpy.run_module("appliance", run_name="__main__", alter_sys=True)
-    except SystemExit:
-        raise  # the interpreter exits with its code, as a fresh one would
+        code = 0
+    except SystemExit as exit_:
+        code = _exit_code(exit_.code)
     except BaseException:
         traceback.print_exc()
-        raise SystemExit(1) from None
-    raise SystemExit(0)
+        code = 1
+    # what the interpreter's exit does that a caller can see (other threads joined, atexit handlers run, output
+    # flushed), without tearing down every module the helper imported: that took seconds
+    threading._shutdown()  # type: ignore[attr-defined]
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(code)
+
+
+def _exit_code(code: object) -> int:
+    """The status ``raise SystemExit(code)`` gives a process."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    print(code, file=sys.stderr)
+    return 1
 
 
 # -- the test side ---------------------------------------------------------------------------------------------
@@ -179,11 +199,11 @@ class _Helper:
             self._ready.set()
             self._changed.notify_all()
 
-    def fork(self, args: list[str], env: dict[str, str], log: Path) -> Forked:
+    def fork(self, args: list[str], env: dict[str, str], stdout: Path, stderr: Path) -> Forked:
         with self._request:
             if not self._ready.wait(300) or not self._alive:
                 raise RuntimeError("the appliance fork helper did not start")
-            request = {"args": args, "env": env, "cwd": str(ROOT), "log": str(log)}
+            request = {"args": args, "env": env, "cwd": str(ROOT), "stdout": str(stdout), "stderr": str(stderr)}
             self._socket.sendall(json.dumps(request).encode() + b"\n")
             with self._changed:
                 if not self._changed.wait_for(lambda: self._started or not self._alive, timeout=60):
@@ -221,7 +241,6 @@ def helper() -> _Helper:
     with _helper_lock:
         if _helper_process is None:
             _helper_process = _Helper()
-            import atexit
             atexit.register(_helper_process.close)
         return _helper_process
 
@@ -242,4 +261,21 @@ def _unforkable(env: Mapping[str, str]) -> dict[str, str]:
 
 def start(args: list[str], env: dict[str, str], log: Path) -> Forked:
     """``python -m appliance *args`` with ``env``, output to ``log``, forked from the helper."""
-    return helper().fork(args, env, log)
+    return helper().fork(args, env, log, log)
+
+
+def run(args: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """``subprocess.run([python, -m, appliance, *args], text=True, capture_output=True, timeout=timeout)``,
+    forked from the helper (its input is /dev/null)."""
+    with tempfile.TemporaryDirectory(prefix="kumiho-ce-run-") as scratch:
+        out, err = Path(scratch) / "stdout", Path(scratch) / "stderr"
+        process = helper().fork(args, env, out, err)
+        try:
+            code = process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            raise subprocess.TimeoutExpired([sys.executable, "-m", "appliance", *args], timeout,
+                                            out.read_text(), err.read_text()) from None
+        return subprocess.CompletedProcess([sys.executable, "-m", "appliance", *args], code, out.read_text(),
+                                           err.read_text())

@@ -40,6 +40,10 @@ def cli_env(data_dir: Path, **extra: str) -> dict[str, str]:
 
 
 def kumiho_ce(*args: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """One ``kumiho-ce`` command, its output captured (forked from a process that has imported the appliance
+    when only its settings differ from this process's environment: tests/appliance_fork.py)."""
+    if appliance_fork.can_fork(env):
+        return appliance_fork.run(list(args), env, timeout)
     return subprocess.run([sys.executable, "-m", "appliance", *args], cwd=ROOT, env=env, text=True,
                           capture_output=True, timeout=timeout)
 
