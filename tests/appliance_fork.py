@@ -41,7 +41,8 @@ PRELOAD = ("appliance.cli", "appliance.app", "appliance.admin_api.auth", "applia
            "appliance.grpc_api.server", "appliance.server.front", "appliance.server.runner",
            "appliance.workmem.redis_server")
 # variables a forked child may take from the test: read when the appliance runs, not when it is imported
-FORKABLE = ("KUMIHO_CE_", "XDG_CONFIG_HOME", "HOME")
+# (pytest names the running test in PYTEST_CURRENT_TEST)
+FORKABLE = ("KUMIHO_CE_", "XDG_CONFIG_HOME", "HOME", "PYTEST_CURRENT_TEST")
 
 
 # -- the helper process ----------------------------------------------------------------------------------------
