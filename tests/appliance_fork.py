@@ -200,9 +200,13 @@ class _Helper:
             self._ready.set()
             self._changed.notify_all()
 
+    def ready(self, timeout: float) -> bool:
+        """Whether the helper has imported the appliance and takes requests (waits up to ``timeout``)."""
+        return self._ready.wait(timeout) and self._alive
+
     def fork(self, args: list[str], env: dict[str, str], stdout: Path, stderr: Path) -> Forked:
         with self._request:
-            if not self._ready.wait(300) or not self._alive:
+            if not self.ready(300):
                 raise RuntimeError("the appliance fork helper did not start")
             request = {"args": args, "env": env, "cwd": str(ROOT), "stdout": str(stdout), "stderr": str(stderr)}
             self._socket.sendall(json.dumps(request).encode() + b"\n")
