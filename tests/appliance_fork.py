@@ -9,9 +9,10 @@ down. The helper reaps it and reports its exit status,
 so a test holds a ``Forked`` that answers like ``subprocess.Popen`` (pid, poll, wait, send_signal, kill).
 
 Only what cannot differ between a fork and a fresh interpreter may be forked: ``can_fork`` says no (the caller
-then starts a fresh process) when the environment differs in more than the appliance's settings, the config
-directory or HOME, when the caller is not the process that started the helper (a test body forked into its own
-network namespace), or when ``KUMIHO_TEST_FORK=0``. The helper imports before it forks and never starts a thread.
+then starts a fresh process) when the environment differs in more than KUMIHO_* variables (the appliance's
+settings), the config directory or HOME, when the caller is not the process that started the helper (a test body
+forked into its own network namespace), or when ``KUMIHO_TEST_FORK=0``. The helper imports before it forks and
+never starts a thread.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ PRELOAD = ("appliance.cli", "appliance.app", "appliance.admin_api.auth", "applia
            "appliance.workmem.redis_server")
 # variables a forked child may take from the test: read when the appliance runs, not when it is imported
 # (pytest names the running test in PYTEST_CURRENT_TEST)
-FORKABLE = ("KUMIHO_CE_", "XDG_CONFIG_HOME", "HOME", "PYTEST_CURRENT_TEST")
+FORKABLE = ("KUMIHO_", "XDG_CONFIG_HOME", "HOME", "PYTEST_CURRENT_TEST")
 
 
 # -- the helper process ----------------------------------------------------------------------------------------
@@ -168,9 +169,11 @@ class _Helper:
         self.netns = _netns()
         ours, theirs = socket.socketpair()
         self.env = _unforkable(os.environ)
+        # "appliance" on the command line, as in `python -m appliance`: the forked children share it, and the
+        # appliance tells its own processes from others by it (datadir._process_state, read by doctor and the lock)
         self.process = subprocess.Popen(
             [sys.executable, "-c", "import socket, sys; from tests.appliance_fork import _helper; "
-             "_helper(socket.socket(fileno=int(sys.argv[1])))", str(theirs.fileno())],
+             "_helper(socket.socket(fileno=int(sys.argv[2])))", "appliance", str(theirs.fileno())],
             cwd=ROOT, env=self.env, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL)
         theirs.close()
         self._socket = ours
