@@ -96,6 +96,7 @@ def _child(request: dict[str, Any]) -> None:
     os.environ.clear()
     os.environ.update(request["env"])
     sys.argv = ["-m", *request["args"]]
+    sys.orig_argv = [sys.executable, "-m", "appliance", *request["args"]]  # as a re-exec would need it
     try:
         runpy.run_module("appliance", run_name="__main__", alter_sys=True)
         code = 0
