@@ -15,6 +15,8 @@ from pathlib import Path
 
 import httpx
 
+from tests import appliance_fork
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -38,13 +40,17 @@ def cli_env(data_dir: Path, **extra: str) -> dict[str, str]:
 
 
 def kumiho_ce(*args: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """One ``kumiho-ce`` command, its output captured (forked from a process that has imported the appliance
+    when only its settings differ from this process's environment: tests/appliance_fork.py)."""
+    if appliance_fork.can_fork(env):
+        return appliance_fork.run(list(args), env, timeout)
     return subprocess.run([sys.executable, "-m", "appliance", *args], cwd=ROOT, env=env, text=True,
                           capture_output=True, timeout=timeout)
 
 
 @dataclass
 class Running:
-    process: subprocess.Popen[str]
+    process: subprocess.Popen[str] | appliance_fork.Forked
     base_url: str
     data_dir: Path
 
@@ -53,8 +59,8 @@ class Running:
         return self.process.wait(timeout=30)
 
 
-def wait_until_live(url: str, process: subprocess.Popen[str], timeout: float = 90, log: Path | None = None
-                    ) -> None:
+def wait_until_live(url: str, process: subprocess.Popen[str] | appliance_fork.Forked, timeout: float = 90,
+                    log: Path | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -78,14 +84,19 @@ def url_host(host: str) -> str:
 @contextmanager
 def serve(data_dir: Path, host: str = "127.0.0.1", port: int | None = None, **env: str) -> Iterator[Running]:
     """The appliance as a real process; its output goes to ``<data_dir>.log`` (a pipe nobody reads
-    would block a chatty server)."""
+    would block a chatty server). It is forked from a process that has imported the appliance already
+    (tests/appliance_fork.py) when nothing but its settings differ from this process's environment."""
     port = port or free_port()
     log = data_dir.parent / f"{data_dir.name}.log"
-    with open(log, "a") as output:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "appliance", "serve", "--host", host, "--port", str(port)],
-            cwd=ROOT, env=cli_env(data_dir, **env), text=True, stdout=output, stderr=output,
-        )
+    args = ["serve", "--host", host, "--port", str(port)]
+    environment = cli_env(data_dir, **env)
+    process: subprocess.Popen[str] | appliance_fork.Forked
+    if appliance_fork.can_fork(environment):
+        process = appliance_fork.start(args, environment, log)
+    else:
+        with open(log, "a") as output:
+            process = subprocess.Popen([sys.executable, "-m", "appliance", *args], cwd=ROOT, env=environment,
+                                       text=True, stdout=output, stderr=output)
     with process:
         running = Running(process, f"http://{url_host(host)}:{port}", data_dir)
         try:

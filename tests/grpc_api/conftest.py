@@ -1,8 +1,10 @@
 """A real ``kumiho-ce serve`` and a gRPC channel to its one port, with the appliance's own message classes.
 
 ``stub.<Method>(request)`` calls ``/kumiho.KumihoService/<Method>`` over the real transport; ``msg(name,
-**fields)`` builds a request. The module-scoped appliance is shared by a test module's tests: each test uses
-its own project names (``unique``) so that they do not depend on one another."""
+**fields)`` builds a request. One appliance of the default configuration is shared by every module of the package
+that does not make its own (an appliance start is seconds, a test's calls milliseconds): each test uses its own
+project names (``unique``) so that they do not depend on one another. A module that needs another configuration,
+or stops its appliance, overrides the module-scoped ``appliance`` fixture."""
 
 from __future__ import annotations
 
@@ -53,16 +55,23 @@ _counter = itertools.count()
 
 @pytest.fixture
 def unique() -> str:
-    """A project name no other test of the module uses."""
-    return f"P{next(_counter)}"
+    """A project name no other test of the session uses; all of one width, so that none is a prefix of another
+    (a search filtered by ``P1`` would otherwise match ``P10``'s items)."""
+    return f"P{next(_counter):05d}"
 
 
-@pytest.fixture(scope="module")
-def appliance(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+@pytest.fixture(scope="package")
+def shared_appliance(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     data_dir: Path = tmp_path_factory.mktemp("grpc") / "data"
     with serve(data_dir) as running:
         yield running
         running.stop()
+
+
+@pytest.fixture(scope="module")
+def appliance(shared_appliance: Running) -> Running:
+    """The package's default-configuration appliance; modules needing their own override this fixture."""
+    return shared_appliance
 
 
 @pytest.fixture(scope="module")

@@ -13,15 +13,24 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import pytest
 
 from appliance.graph import GraphStore
 from appliance.grpc_api.descriptor import message
 from appliance.grpc_api.rpcs import events
 from appliance.grpc_api.rpcs.events import MAX_STREAMS, MAX_WILDCARDS
-from tests.appliance_process import Running
+from tests.appliance_process import Running, serve
 from tests.grpc_api.conftest import Stub, msg
 
 _names = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def appliance(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    """This module's own appliance: its last test stops it (the package's shared one serves other modules)."""
+    with serve(tmp_path_factory.mktemp("grpc-events") / "data") as running:
+        yield running
+        running.stop()
 
 
 @contextmanager

@@ -169,7 +169,7 @@ def test_revisions_written_here_become_searchable(appliance: Running, stub: Stub
         hits = [h.get("kref") or h.get("item_kref") or h.get("item", {}).get("kref") for h in found["results"]]
         if item in hits or time.monotonic() > deadline:
             break
-        time.sleep(0.5)
+        time.sleep(0.05)
     assert item in hits, found
 
 
