@@ -16,7 +16,7 @@ import re
 import unicodedata
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -194,15 +194,12 @@ class MemoryWriter:
             plan.item_kref, plan.previous_revision_kref, plan.stacked = item, current.kref, True
 
     # -- writing ---------------------------------------------------------------------------------------
-    def write(self, plans: list[Plan], *, embed: bool = True) -> list[dict[str, Any]]:
+    def write(self, plans: list[Plan]) -> list[dict[str, Any]]:
         """Write every plan in one transaction; returns one result per plan (reference §4.8 step 12). Once it
-        has committed, the new revisions and their vectors go to the index (``stage``). ``embed=False``: the
-        bulk path, whose memories the index sync embeds in its own batches (nothing is staged)."""
-        if embed:
-            self.embed(plans)
+        has committed, the new revisions and their vectors go to the index (``stage``)."""
+        self.embed(plans)
         results = self.write_in_transaction(plans)
-        if embed:
-            self.stage_written(plans, results)
+        self.stage_written(plans, results)
         return results
 
     def write_in_transaction(self, plans: list[Plan], max_memories: int = MAX_MEMORIES_PER_WRITE,
@@ -217,13 +214,7 @@ class MemoryWriter:
         written: list[Path] = []
         try:
             files = [plan for plan in plans if not plan.draft.artifact_location]
-            # each file is fsynced before the commit; fsyncs issued together share the file system's journal
-            # commits (100 one after another held a batch ~1 s on a busy disk)
-            paths = (list(_FILES.map(self._write_artifact, files)) if len(files) > 1
-                     else [self._write_artifact(plan) for plan in files])
-            for plan, path in zip(files, paths, strict=True):
-                plan.artifact_path = path
-                written.append(path)
+            self._write_artifacts(files, written)
             for folder in dict.fromkeys(path.parent for path in written):  # the renames, once per folder
                 fsync_dir(folder)
 
@@ -235,12 +226,35 @@ class MemoryWriter:
 
             return self.graph.atomic(job)
         except BaseException:
-            for plan in plans:  # a file written by a thread whose sibling failed has no path in ``written``
-                if plan.artifact_path is not None and plan.artifact_path not in written:
-                    written.append(plan.artifact_path)
             for path in written:
                 path.unlink(missing_ok=True)
+            for plan in plans:  # no plan points at a file removed here
+                if plan.artifact_path in written:
+                    plan.artifact_path = None
             raise
+
+    def _write_artifacts(self, files: list[Plan], written: list[Path]) -> None:
+        """Each plan's artifact file, its path set on the plan and added to ``written``. Every file is fsynced
+        before the commit; fsyncs issued together share the file system's journal commits (100 one after another
+        held a batch ~1 s on a busy disk). When one fails, the others are still waited for, so that ``written``
+        names every file on disk before the first error is raised (the caller removes them)."""
+        if len(files) <= 1:
+            for plan in files:
+                plan.artifact_path = self._write_artifact(plan)
+                written.append(plan.artifact_path)
+            return
+        futures = [_FILES.submit(self._write_artifact, plan) for plan in files]
+        wait(futures)
+        failure: BaseException | None = None
+        for plan, future in zip(files, futures, strict=True):
+            error = future.exception()
+            if error is None:
+                plan.artifact_path = future.result()
+                written.append(plan.artifact_path)
+            elif failure is None:
+                failure = error
+        if failure is not None:
+            raise failure
 
     def stage_written(self, plans: list[Plan], results: list[dict[str, Any]]) -> None:
         """Hand the committed revisions and the vectors of their texts (as committed) to the index: they are

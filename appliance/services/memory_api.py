@@ -13,6 +13,7 @@ namespaces are refused by the policy's guard that every graph write passes, not 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import threading
@@ -24,7 +25,7 @@ from typing import Any
 from appliance.config import Settings
 from appliance.core import kref as krefs
 from appliance.core.model import Item, Revision, every_item
-from appliance.errors import Conflict, InvalidArgument, NotFound
+from appliance.errors import Conflict, InvalidArgument, KumihoError, NotFound
 from appliance.graph import GraphStore
 from appliance.memory import entries, namespaces
 from appliance.memory.entries import Entry, NewEntry
@@ -205,13 +206,10 @@ class MemoryApi:
         outcomes: list[Stored | None] = []
         seen: dict[tuple[str, str], int] = {}
         for index, fields in enumerate(batch):
-            try:
+            with _naming_entry(index):
                 ns = self.namespace(fields.get("namespace"))
                 new = entries.new_entry(namespace=ns, **{"category": entries.CORE, **{
                     k: v for k, v in fields.items() if k != "namespace"}})
-            except InvalidArgument as exc:
-                where = f"entries[{index}].{exc.field}" if exc.field else f"entries[{index}]"
-                raise InvalidArgument(f"entries[{index}].{exc.message}", field=where) from None
             if (ns, new.key) in seen:
                 raise InvalidArgument(f"entries[{index}].key: {new.key!r} is stored by entries[{seen[ns, new.key]}] "
                                       "already; give each key once per call", field=f"entries[{index}].key")
@@ -219,22 +217,25 @@ class MemoryApi:
             skipped = entries.write_filter(new.key, new.content)
             news.append(None if skipped else new)
             outcomes.append(Stored(None, skipped) if skipped else None)
-        writing = [new for new in news if new is not None]
+        writing = [(index, new) for index, new in enumerate(news) if new is not None]
         if writing:
             with self._lock:
                 stored = iter(self._store_many(writing))
             outcomes = [outcome if outcome is not None else next(stored) for outcome in outcomes]
         return [outcome for outcome in outcomes if outcome is not None]
 
-    def _store_many(self, news: list[NewEntry]) -> list[Stored]:
+    def _store_many(self, numbered: list[tuple[int, NewEntry]]) -> list[Stored]:
+        """``numbered``: each entry with its index in the call, which an error about it names."""
+        news = [new for _, new in numbered]
         found, held = self._find_many(news)
-        self._check_batch_limits(news, found)
+        self._check_batch_limits(numbered, found)
         taken: set[tuple[str, str]] = set()  # item names this call gives to new keys (two keys can share a slug)
         planned: list[_Planned] = []
-        for new in news:
+        for index, new in numbered:
             existing = found.get((new.namespace, new.key))
-            replacing = self._target(new.namespace, new.superseded_by, "superseded_by")
-            replaced = self._target(new.namespace, new.supersedes, "supersedes")
+            with _naming_entry(index):
+                replacing = self._target(new.namespace, new.superseded_by, "superseded_by")
+                replaced = self._target(new.namespace, new.supersedes, "supersedes")
             draft = Draft(project=self.project, space=self.space(new.namespace), kind=entries.KIND,
                           memory_type=new.category, title=new.key, summary=clip_summary(new.content),
                           user_text=new.content,
@@ -278,18 +279,20 @@ class MemoryApi:
                     break
         return found, held
 
-    def _check_batch_limits(self, news: list[NewEntry], found: dict[tuple[str, str], Found]) -> None:
+    def _check_batch_limits(self, numbered: list[tuple[int, NewEntry]], found: dict[tuple[str, str], Found]
+                            ) -> None:
         """``_check_limits`` for a batch: the entries before one count towards its limits."""
         policy = self.settings.memory.policy
         if not policy.max_entries_per_namespace and not policy.max_entries_per_category:
             return
         live: dict[str, list[str]] = {}  # namespace → the category of each live entry
-        for new in news:
+        for index, new in numbered:
             ns = new.namespace
             if ns not in live:
                 live[ns] = [r.metadata.get("category", entries.CORE) for _, r in self._live(ns)]
             existing = found.get((ns, new.key))
-            self._check_limits(new, existing, live[ns])
+            with _naming_entry(index):
+                self._check_limits(new, existing, live[ns])
             if existing is None or existing.item.deprecated:
                 live[ns].append(new.category)
             elif existing.revision and existing.revision.metadata.get("category") != new.category:
@@ -488,3 +491,18 @@ class MemoryApi:
 def _bounded(value: int, field: str, low: int, high: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise InvalidArgument(f"{field}: give a whole number from {low} to {high}", field=field)
+
+
+@contextlib.contextmanager
+def _naming_entry(index: int) -> Iterator[None]:
+    """An error about one entry of a batch names it: field ``entries[3].category``, and a message that starts
+    with that (``entries[3]: …`` when the error names no field)."""
+    try:
+        yield
+    except KumihoError as exc:
+        where = f"entries[{index}].{exc.field}" if exc.field else f"entries[{index}]"
+        if exc.field and exc.message.startswith(exc.field):  # "category: …" → "entries[3].category: …"
+            message = f"entries[{index}].{exc.message}"
+        else:
+            message = f"{where}: {exc.message}"
+        raise type(exc)(message, field=where) from None

@@ -107,9 +107,11 @@ def test_a_refused_memory_writes_nothing(graph: GraphStore, space: str) -> None:
     with pytest.raises(InvalidArgument) as bad_kind:
         graph.create_memories([good, NewMemory(space, "bad", "bundle", {}, "chat_io", "/f/bad")])
     assert bad_kind.value.field == "memories[1].memory_item_kind"
+    assert graph.stats() == before
     with pytest.raises(NotFound):
         graph.create_memories([good, NewMemory(space, "x", "conversation", {}, "chat_io", "/f/x",
                                                item_kref="kref://CognitiveMemory/notes/missing.conversation")])
+    assert graph.stats() == before
     graph.ensure_space("/CognitiveMemory/Memory/ops")
     before = graph.stats()
     graph.policy = WritePolicy(ReadOnlyNamespaces.of("CognitiveMemory", ["ops"]))

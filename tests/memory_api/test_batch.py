@@ -66,7 +66,10 @@ def test_a_bad_entry_refuses_the_whole_batch_naming_it(mem: Memories) -> None:
             400, "entries[1].key")
     problem(mem.client.post(f"{API}/batch", json={"entries": [good, {"key": "x", "content": "y",
                                                                       "supersedes": "no-such-key"}]}),
-            404, "supersedes")
+            404, "entries[1].supersedes")
+    problem(mem.client.post(f"{API}/batch", json={"entries": [good, {"key": "x", "content": "y",
+                                                                      "superseded_by": "no-such-key"}]}),
+            404, "entries[1].superseded_by")
     too_many = [{"key": f"k{i}", "content": "c"} for i in range(MAX_BATCH + 1)]
     problem(mem.client.post(f"{API}/batch", json={"entries": too_many}), 400)
     problem(mem.client.post(f"{API}/batch", json={"entries": []}), 400)
@@ -78,8 +81,44 @@ def test_limits_count_the_entries_before_each_in_the_batch(
         make_app: Callable[..., AbstractContextManager[Memories]]) -> None:
     with make_app(memory={"policy": {"max_entries_per_namespace": 2}}) as app:
         refused = problem(app.client.post(f"{API}/batch", json={"entries": [
-            {"key": k, "content": f"entry {k}"} for k in ("a", "b", "c")]}), 409, "namespace")
+            {"key": k, "content": f"entry {k}"} for k in ("a", "b", "c")]}), 409, "entries[2].namespace")
         assert "max_entries_per_namespace" in refused["detail"]
         assert app.count() == 0  # all or none
         assert batch(app, [{"key": k, "content": f"entry {k}"} for k in ("a", "b")])["stored"] == 2
         assert batch(app, [{"key": "a", "content": "entry a, again"}])["results"][0]["created"] is False
+
+
+def test_limits_name_the_entry_over_its_category_limit(
+        make_app: Callable[..., AbstractContextManager[Memories]]) -> None:
+    with make_app(memory={"policy": {"max_entries_per_category": 1}}) as app:
+        refused = problem(app.client.post(f"{API}/batch", json={"entries": [
+            {"key": "a", "content": "entry a", "category": "core"},
+            {"key": "b", "content": "entry b", "category": "daily"},
+            {"key": "c", "content": "entry c", "category": "core"}]}), 409, "entries[2].category")
+        assert "max_entries_per_category" in refused["detail"]
+        assert app.count() == 0
+
+
+def test_a_failed_artifact_file_leaves_no_file_and_nothing_in_the_graph(
+        make_app: Callable[..., AbstractContextManager[Memories]]) -> None:
+    with make_app() as app:
+        api = app.services.memory_api
+        root = api.writer.artifact_root
+        # a plain file where the "blocked" namespace's folder would go: its entries' files cannot be created,
+        # while the files of the other namespace's entries (written at the same time) are
+        blocked = root.joinpath(*api.space("blocked").strip("/").split("/"))
+        blocked.parent.mkdir(parents=True, exist_ok=True)
+        blocked.write_text("not a folder")
+        files_before = sorted(p for p in root.rglob("*") if p.is_file())
+        stats_before = app.services.graph.stats()
+        fine = [{"key": f"fine-{i}", "content": f"fine entry {i}", "namespace": "fine"} for i in range(20)]
+        response = app.client.post(f"{API}/batch", json={"entries": [
+            *fine[:10], {"key": "stuck", "content": "cannot be written", "namespace": "blocked"}, *fine[10:]]})
+        assert response.status_code >= 500, response.text
+        assert "Traceback" not in response.text
+        assert sorted(p for p in root.rglob("*") if p.is_file()) == files_before
+        assert app.services.graph.stats() == stats_before
+        assert app.count(namespace="fine") == 0
+        blocked.unlink()  # the same batch goes through once the folder can be made
+        assert batch(app, [*fine, {"key": "stuck", "content": "written now", "namespace": "blocked"}])["stored"] == 21
+        assert blocked.is_dir()
