@@ -178,9 +178,10 @@ async def call(session: ClientSession, tool: str, **arguments: Any) -> dict[str,
     return payload  # type: ignore[no-any-return]
 
 
-def store_args(text: str, n: int, run: str) -> dict[str, Any]:
+def store_args(text: str, tag: object) -> dict[str, Any]:
+    """kumiho_memory_store's arguments for one corpus text; ``tag`` keeps the title apart from other runs'."""
     words = text.split()
-    return {"space_path": "bench", "title": f"{' '.join(words[:8])} [{run}-{n}]", "summary": text,
+    return {"space_path": "bench", "title": f"{' '.join(words[:8])} [{tag}]", "summary": text,
             "user_text": text, "assistant_text": "Noted."}
 
 
@@ -189,7 +190,7 @@ async def measure(session: ClientSession, questions: list[str], texts: list[str]
     for q in questions[:WARMUP]:
         await call(session, "kumiho_memory_engage", query=q)
     for n, text in enumerate(texts[:WARMUP]):
-        await call(session, "kumiho_memory_store", **store_args(text, n, run + "w"))
+        await call(session, "kumiho_memory_store", **store_args(text, f"{run}w-{n}"))
     engage, server, stores = [], [], []
     cached = empty = stacked = 0
     for q in questions[WARMUP:]:
@@ -201,7 +202,7 @@ async def measure(session: ClientSession, questions: list[str], texts: list[str]
         empty += not result["count"]
     for n, text in enumerate(texts[WARMUP:]):
         start = time.perf_counter()
-        result = await call(session, "kumiho_memory_store", **store_args(text, n, run))
+        result = await call(session, "kumiho_memory_store", **store_args(text, f"{run}-{n}"))
         stores.append((time.perf_counter() - start) * 1000)
         stacked += bool(result.get("stacked"))
     return {"engage_ms": stats(engage), "store_ms": stats(stores), "engage_server_ms": stats(server),

@@ -49,7 +49,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.mcp_bench import DATA, corpus, cycled, stats
+from benchmarks.mcp_bench import DATA, corpus, cycled, stats, store_args
 from benchmarks.rss_bench import slope_per_1000
 from tests.appliance_process import ROOT, cli_env, free_port, wait_until_live
 from tests.load.driver import bearer, rss_mb
@@ -224,12 +224,6 @@ def wait_searchable(base_url: str, headers: dict[str, str], timeout: float) -> d
 
 
 # -- stores, engage, soak --------------------------------------------------------------------------------
-def store_args(text: str, n: int) -> dict[str, Any]:
-    words = text.split()
-    return {"space_path": "bench", "title": f"{' '.join(words[:8])} [{n}]", "summary": text, "user_text": text,
-            "assistant_text": "Noted."}
-
-
 def measure_stores(base_url: str, clients: int, texts: list[str]) -> list[float]:
     async def work(session: Any, job: tuple[int, str]) -> float:
         latency, _ = await timed(session, "kumiho_memory_store", **store_args(job[1], job[0]))

@@ -31,24 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from appliance.app import open_services
 from appliance.config import load_settings
-from benchmarks.mcp_bench import DATA, corpus, prepare
+from benchmarks.mcp_bench import DATA, corpus, prepare, stats, store_args
 
 WARMUP = 10
-
-
-def stats(samples: list[float]) -> dict[str, float]:
-    ordered = sorted(samples)
-    if not ordered:
-        return {"n": 0}
-    pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
-    return {"p50": round(pick(0.5), 2), "p95": round(pick(0.95), 2), "mean": round(statistics.fmean(ordered), 2),
-            "n": len(ordered)}
-
-
-def store_args(text: str, tag: str) -> dict[str, Any]:
-    words = text.split()
-    return {"space_path": "bench", "title": f"{' '.join(words[:8])} [{tag}]", "summary": text, "user_text": text,
-            "assistant_text": "Noted."}
 
 
 def timed_stores(perform: Callable[..., dict[str, Any]], texts: list[str], threads: int, tag: str

@@ -198,7 +198,7 @@ class MemoryApi:
     def store_many(self, batch: list[dict[str, Any]]) -> list[Stored]:
         """Store up to ``MAX_BATCH`` entries (each as ``store`` takes it) in ONE transaction: all or none. The
         bulk door: the entries are not embedded here, the index sync embeds them in its own batches soon
-        after (a recall finds them once it has)."""
+        after (a recall waits for that: the batch's commit is not staged, ``wait_synced`` waits for it)."""
         if not isinstance(batch, list) or not 1 <= len(batch) <= MAX_BATCH:
             raise InvalidArgument(f"entries: give 1 to {MAX_BATCH} entries (split larger imports over several "
                                   "calls)", field="entries")

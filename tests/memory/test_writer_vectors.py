@@ -4,7 +4,6 @@ committed (so the index need not embed them again). Real graph, real LanceDB ind
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -12,19 +11,7 @@ import numpy as np
 from appliance.core.search import searchable_text
 from appliance.inference.embedding import HashingEmbedder
 from appliance.memory.writer import Draft, MemoryWriter
-from tests.search.conftest import Stack
-
-
-class CountingEmbedder(HashingEmbedder):
-    """The hashing embedder, counting its calls (what the writer is judged on)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls: list[int] = []
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        self.calls.append(len(texts))
-        return super().embed(texts)
+from tests.search.conftest import CountingEmbedder, Stack
 
 
 def draft(title: str, summary: str, **fields: object) -> Draft:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from appliance.core.ports import Embedder
@@ -13,6 +14,21 @@ from appliance.inference.embedding import HashingEmbedder
 from appliance.search.index import SearchIndex
 from appliance.search.service import SearchService
 from appliance.search.sync import IndexSync
+
+
+class CountingEmbedder(HashingEmbedder):
+    """The real hashing embedder, recording the texts it embeds (``embedded``) and the size of each call
+    (``calls``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embedded: list[str] = []
+        self.calls: list[int] = []
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.embedded += list(texts)
+        self.calls.append(len(texts))
+        return super().embed(texts)
 
 
 class Stack:

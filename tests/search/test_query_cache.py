@@ -3,7 +3,6 @@ finds what it found before; the cache keeps a bounded number of texts, least rec
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -11,19 +10,7 @@ import numpy as np
 from appliance.core.search import SearchFilter, SearchRequest
 from appliance.inference.embedding import HashingEmbedder
 from appliance.search.service import QueryVectors
-from tests.search.conftest import Stack
-
-
-class CountingEmbedder(HashingEmbedder):
-    """The real hashing embedder, counting the texts it embeds."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.embedded: list[str] = []
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        self.embedded += list(texts)
-        return super().embed(texts)
+from tests.search.conftest import CountingEmbedder, Stack
 
 
 def test_an_identical_query_skips_the_embedder_and_finds_the_same(make_stack) -> None:  # type: ignore[no-untyped-def]
