@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import statistics
 import sys
 import tempfile
 import threading
@@ -34,19 +33,10 @@ from appliance.app import Services, open_services
 from appliance.config import load_settings
 from appliance.graph import GraphStore, NewRevision
 from appliance.memory.records import SCHEMA
+from benchmarks.mcp_bench import stats
 
 PROJECT = "Bench"
 BATCH = 5000
-
-
-def stats(samples: list[float]) -> dict[str, float]:
-    """Milliseconds."""
-    if not samples:
-        return {"n": 0}
-    ordered = sorted(samples)
-    pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
-    return {"p50": round(pick(0.50), 3), "p95": round(pick(0.95), 3), "mean": round(statistics.fmean(ordered), 3),
-            "n": len(ordered)}
 
 
 def fill_graph(graph: GraphStore, revisions: int) -> None:

@@ -18,6 +18,10 @@ from appliance.graph.write_policy import WritePolicy
 Clock = Callable[[], datetime]
 T = TypeVar("T")
 LOCAL_USER = "local"  # a tokenless local appliance has one user (reference §1.13)
+# the recent commits whose flagged revisions are remembered, and the most remembered per commit (a bulk requeue
+# flags thousands: it is remembered as "many", and a stage of such a commit leaves it to the index sync's scan)
+DIRTIED_KEPT = 256
+DIRTIED_MAX = 1000
 
 
 def utc_now() -> datetime:
@@ -192,6 +196,10 @@ class StoreBase:
         # ids of revisions deleted by committed writes whose search-index rows are still to be dropped
         self._removed: list[str] = []
         self._removed_lock = threading.Lock()
+        # the revisions each recent commit flagged for the index (``dirtied_in``): a writer's stage learns which
+        # rows besides its own its commit changed; commits at or below ``_dirtied_floor`` fell out of the window
+        self._dirtied: dict[int, list[str] | None] = {}
+        self._dirtied_floor = 0
         # called on the writer thread with each committed transaction's events (GraphStore.on_events)
         self._event_listeners: list[Callable[[list[dict[str, Any]]], None]] = []
         # the operator's read-only namespaces and the audit trail (write_policy.py); the appliance sets it
@@ -205,6 +213,26 @@ class StoreBase:
         moves too, so an index sync that read the older state cannot clear the mark."""
         tx.unwind("UNWIND $rows AS id MATCH (r:Revision {id: id}) SET r.indexed = false, r.modified_at = $now",
                   revisions, {"now": self._now()})
+        self._flagged(tx, revisions)
+
+    def _flagged(self, tx: Tx, revisions: list[str]) -> None:
+        """Remember, once ``tx`` commits, that it flagged these existing revisions (``dirtied_in``): every write
+        that clears ``indexed`` on a revision it did not create calls this (``_dirty`` does)."""
+        if revisions:
+            tx.after_commit(lambda: self._note_dirtied(revisions))
+
+    def _note_dirtied(self, revisions: list[str]) -> None:
+        """On the writer thread, after the commit (``commits`` is its number)."""
+        with self._removed_lock:
+            known = self._dirtied.setdefault(self._engine.commits, [])
+            if known is not None:
+                known.extend(revisions)
+                if len(known) > DIRTIED_MAX:
+                    self._dirtied[self._engine.commits] = None
+            while len(self._dirtied) > DIRTIED_KEPT:
+                oldest = next(iter(self._dirtied))
+                del self._dirtied[oldest]
+                self._dirtied_floor = max(self._dirtied_floor, oldest)
 
     def _removing(self, tx: Tx, revisions: list[str]) -> None:
         """Queue the index rows of revisions this transaction deletes for dropping, once it commits (the

@@ -102,6 +102,16 @@ class OutboxStore(StoreBase):
         """The number of the last transaction the calling thread or task committed (0: none yet)."""
         return self._engine.last_commit()
 
+    def dirtied_in(self, commit: int) -> list[str] | None:
+        """Krefs of the revisions commit ``commit`` flagged for the index besides those it created (a stacked
+        write moved their tags, a supersession changed their metadata); None when not known (a bulk requeue, or
+        a commit too old to be remembered)."""
+        with self._removed_lock:
+            if commit <= self._dirtied_floor:
+                return None
+            known = self._dirtied.get(commit, [])
+            return None if known is None else [to_kref(r) for r in dict.fromkeys(known)]
+
     def removed_revisions(self) -> list[str]:
         """Krefs of revisions that committed deletions removed and whose index rows are still to be dropped."""
         with self._removed_lock:

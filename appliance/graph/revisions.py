@@ -203,6 +203,7 @@ class RevisionStore(StoreBase):
             current = loads(tx.scalar("MATCH (r:Revision {id: $id}) RETURN r.metadata", {"id": node_id}))
             tx.run("MATCH (r:Revision {id: $id}) SET r.metadata = $m, r.modified_at = $now, r.indexed = false",
                    {"id": node_id, "m": dumps({**current, **meta}), "now": self._now()})
+            self._flagged(tx, [node_id])
             self._event(tx, "revision.updated", to_kref(node_id),
                         {"set": meta, "previous": {k: current[k] for k in meta if k in current}})
             return self._read_revision(tx, node_id)

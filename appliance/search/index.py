@@ -181,11 +181,6 @@ class SearchIndex:
                 self._table.create_index("revision_kref", config=BTree(), replace=True)
                 self._keyed = True
 
-    def unpersisted(self) -> int:
-        """Rows searchable in memory that the table does not hold yet."""
-        with self._members:
-            return len(self._unpersisted)
-
     def delete(self, revision_krefs: list[str]) -> None:
         for start in range(0, len(revision_krefs), 500):
             chunk = revision_krefs[start: start + 500]

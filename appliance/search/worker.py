@@ -9,10 +9,10 @@ durable record: a crash loses nothing the repair on start does not bring back. R
 writes (recall, gRPC Search) call ``wait_synced``, which waits only for commits that nobody staged: every commit
 is numbered (``KuzuEngine.commits``), a stage covers its writer's commit, the worker's own bookkeeping commits
 cover themselves, and an uncovered commit (a tag set through the API, a deletion, an import) is in once a
-round has read an empty outbox after it. A staged write that also changed other revisions of its item (stacking
-moves the ``latest`` tag off the previous revision; a revise marks it superseded) has those rows updated by
-the next round, a few tens of milliseconds later: a reader may briefly see the earlier revision with its old
-tags and metadata, never miss the new one.
+round has read an empty outbox after it. A staged write whose commit also changed other revisions (stacking
+moves tags off the previous revision; a Memory API store that supersedes an entry changes that entry's
+metadata) covers its commit only once a round has indexed those revisions' items: a reader that waits sees every
+row the commit changed, and pays for that round (tens of milliseconds) only after such writes.
 
 The outbox read scans every revision (~120 ms per round at 100k revisions): rounds read only the items that
 stages named, and scan on start, after an uncovered commit, periodically (``interval``) and for ``wait_idle``."""
@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from appliance.graph import IndexDoc
+from appliance.graph._support import item_of
 from appliance.search import repair
 from appliance.search.index import IndexRow
 from appliance.search.repair import MovedAside
@@ -47,6 +48,43 @@ OPTIMIZE_AFTER_WRITES = 64  # index writes (batches)
 # clients go to the table in one batch (each write adds a file), and their stages have covered their commits by
 # then (an uncovered commit costs a scan of the outbox).
 SETTLE_SECONDS = 0.05
+
+
+class _StagesAndDrops:
+    """Stages run side by side (``staging``); dropping the rows of deleted revisions (``dropping``) waits until the
+    stages in flight have queued their rows, and stages that begin meanwhile wait for the drop. A stage that read a
+    revision before the commit that deleted it thus never shows or queues it after its row was dropped (it would
+    stay in the index until the next start), and one that begins after the drop reads the graph without it."""
+
+    def __init__(self) -> None:
+        self._turn = threading.Condition()
+        self._stages = 0
+        self._dropping = False
+
+    @contextlib.contextmanager
+    def staging(self) -> Iterator[None]:
+        with self._turn:
+            self._turn.wait_for(lambda: not self._dropping)
+            self._stages += 1
+        try:
+            yield
+        finally:
+            with self._turn:
+                self._stages -= 1
+                self._turn.notify_all()
+
+    @contextlib.contextmanager
+    def dropping(self) -> Iterator[None]:
+        with self._turn:
+            self._turn.wait_for(lambda: not self._dropping)  # one drop at a time (only the worker drops)
+            self._dropping = True  # no new stage begins
+            self._turn.wait_for(lambda: self._stages == 0)
+        try:
+            yield
+        finally:
+            with self._turn:
+                self._dropping = False
+                self._turn.notify_all()
 
 
 class IndexWorker:
@@ -74,6 +112,9 @@ class IndexWorker:
         # changed with a staged write
         self._staged: dict[str, tuple[IndexDoc, IndexRow]] = {}
         self._items: set[str] = set()
+        # staged commits that also changed other revisions: covered once a round has indexed ``_items``
+        self._covered_by_items: list[int] = []
+        self._gate = _StagesAndDrops()
         self._queue_lock = threading.Lock()
         self._round = threading.Lock()  # held through each round; pause() takes it so no round runs
         self._pause_wanted = threading.Event()  # a long catch-up (a rebuild) yields between batches
@@ -136,22 +177,34 @@ class IndexWorker:
         embeddings the writer computed, keyed by the searchable text they embed (``searchable_text``). Their rows
         are searchable when this returns; the table and the graph's outbox follow in the background. Never
         raises: the write is committed, and what a stage could not do the next round does."""
+        if not revision_krefs:  # nothing written: the thread's last commit may be an older, unrelated one
+            return
         commit = self.sync.graph.last_commit()
+        with self._gate.staging():
+            self._stage(commit, revision_krefs, vectors)
+        self._wake.set()
+
+    def _stage(self, commit: int, revision_krefs: list[str], vectors: dict[str, np.ndarray]) -> None:
         try:
             shown, others = self.sync.stage(revision_krefs, vectors)
+            besides = self.sync.graph.dirtied_in(commit)
         except Exception as exc:  # the commit stays uncovered: readers wait for the round, which scans
             log.warning("could not make a write searchable at once (the index sync will): %s", exc)
             log.debug("stage failure", exc_info=True)
-            self._wake.set()
             return
+        if besides is not None:
+            besides = [k for k in besides if k not in set(revision_krefs)]
         with self._queue_lock:
             for doc, row in shown:
                 queued = self._staged.get(doc.revision_kref)
                 if queued is None or queued[0].modified_at <= doc.modified_at:
                     self._staged[doc.revision_kref] = (doc, row)
             self._items.update(d.item_kref for d in others)
-        self._cover(commit)
-        self._wake.set()
+            self._items.update(item_of(k) for k in besides or [])  # a revision's kref starts with its item's
+            if besides:  # readers wait for the round that indexes those items (see ``_catch_up``)
+                self._covered_by_items.append(commit)
+        if besides is not None and not besides:
+            self._cover(commit)
 
     def _cover(self, commit: int) -> None:
         """Commit ``commit`` needs no round before readers see it (it was staged, or it is the worker's own)."""
@@ -264,6 +317,7 @@ class IndexWorker:
             with self._queue_lock:  # every revision is requeued in the graph: the round after reads them all
                 self._staged.clear()
                 self._items.clear()
+                self._covered_by_items.clear()
             self._scan_due = True
         except Exception as exc:  # e.g. the directory cannot be renamed: keep retrying like any failed round
             log.error("could not replace the damaged search index: %s", exc)
@@ -283,11 +337,11 @@ class IndexWorker:
             self._check_fragments, self._writes = False, 0
         return False
 
-    def _catch_up(self, scanned: bool) -> int:
+    def _catch_up(self, scanning: bool) -> int:
         """Index until nothing is pending: staged rows to the table first, then the items stages named, then,
         when due, the whole outbox. An empty outbox read after commit n means every commit up to n is indexed
-        (this round's own mark-indexed commits included), so n is published as synced. ``scanned``: the
-        round's start-up repair has just read the whole outbox."""
+        (this round's own mark-indexed commits included), so n is published as synced. ``scanning``: read the
+        whole outbox until it is empty (on the first round; set once a scan has found rows)."""
         written = 0
         while True:
             if self._pause_wanted.is_set():
@@ -296,22 +350,29 @@ class IndexWorker:
             with self._progress:
                 seen = self._commits
                 uncovered = self._floor < seen
-            dropped: list[str] = []
-            self.sync.drop_removed(dropped)  # queued before the commits counted in `seen` were announced
+            if self.sync.graph.removed_revisions():  # queued before the commits counted in `seen` were announced
+                with self._gate.dropping():
+                    dropped: list[str] = []
+                    self.sync.drop_removed(dropped)
+                    with self._queue_lock:
+                        for kref in dropped:
+                            self._staged.pop(kref, None)
             with self._queue_lock:
-                for kref in dropped:
-                    self._staged.pop(kref, None)
                 batch = list(itertools.islice(self._staged.values(), self.sync.batch))
                 items = [] if batch else sorted(self._items)
+                waiting: list[int] = []
                 if items:
                     self._items.clear()
+                    waiting, self._covered_by_items = self._covered_by_items, []
             if batch:
                 written += self._write_staged(batch)
                 continue
             if items:
                 written += self._index_items(items)
+                for commit in waiting:  # their other revisions are in now (a failed round leaves them to a scan)
+                    self._cover(commit)
                 continue
-            if not (self._scan_due or uncovered or scanned):
+            if not (self._scan_due or uncovered or scanning):
                 return written
             self._scan_due = False
             docs = self.sync.next_batch()
@@ -320,7 +381,7 @@ class IndexWorker:
                 self._forget_staged(docs)
                 written += len(docs)
                 self._writes += 1
-                scanned = True  # go on until the outbox reads empty
+                scanning = True  # go on until the outbox reads empty
                 continue
             with self._progress:
                 self._synced = max(self._synced, seen)
@@ -344,9 +405,9 @@ class IndexWorker:
         return len(batch)
 
     def _index_items(self, items: list[str]) -> int:
-        with self._queue_lock:
-            staged = set(self._staged)
-        shown = self.sync.index_items(items, skip=lambda doc: doc.revision_kref in staged)
+        with self._queue_lock:  # a queued state as new as the graph's is written by its own batch
+            staged = {kref: doc.modified_at for kref, (doc, _) in self._staged.items()}
+        shown = self.sync.index_items(items, skip=lambda doc: staged.get(doc.revision_kref, "") >= doc.modified_at)
         if shown:
             self._forget_staged([doc for doc, _ in shown])
             self._writes += 1

@@ -4,20 +4,26 @@ before they do loses nothing (the repair on start brings the row back)."""
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
 import numpy as np
 
+from appliance.core.ports import Embedder
 from appliance.core.search import SearchFilter, SearchRequest, searchable_text
 from appliance.graph import IndexDoc
+from appliance.inference.embedding import HashingEmbedder
 from appliance.search.index import IndexRow
 from appliance.search.sync import ShownStates
 from appliance.search.worker import IndexWorker
 from tests.inprocess import serve_in_process
 from tests.mcp_api.clients import call, http_session
+from tests.memory_api.conftest import API, memories_app
 from tests.search.conftest import Stack
 
 CLIENTS, ROUNDS = 8, 4
@@ -67,7 +73,8 @@ def test_a_crash_before_the_table_write_is_repaired_on_start(stack: Stack) -> No
     assert found(stack, "lighthouses") == [kref] and stack.index.count() == 1
 
 
-def test_a_write_that_moved_tags_off_an_earlier_revision_is_consistent_after_the_next_round(stack: Stack) -> None:
+def test_a_reader_after_a_write_that_moved_tags_off_an_earlier_revision_sees_both_revisions_as_they_are_now(
+        stack: Stack) -> None:
     worker = IndexWorker(stack.sync, interval=60)
     worker.start()
     try:
@@ -84,16 +91,30 @@ def test_a_write_that_moved_tags_off_an_earlier_revision_is_consistent_after_the
         with worker.paused():
             second = stack.graph.atomic(stacked)
             worker.stage([second], {})
-            assert worker.wait_synced(timeout=0)
-            # searchable at once; the first revision may still show its old tag until the next round
-            assert second in found(stack, "launch plan draft", tags=("current",))
-            assert stack.graph.pending_count() == 2  # the first revision's tag moved: its row waits for a round
-        assert worker.wait_synced(timeout=0)
+            assert second in found(stack, "launch plan draft", tags=("current",))  # searchable at once
+            # the commit also moved the first revision's tag: a reader waits for the round that reindexes it
+            assert not worker.wait_synced(timeout=0.3)
+        assert worker.wait_synced(timeout=30)
+        assert found(stack, "launch plan draft", tags=("current",)) == [second]  # no round awaited besides
+        assert stack.graph.unindexed_of_items([item]) == [] or stack.graph.unindexed_of_items([item])[0].revision_kref \
+            == second  # the first revision is in; the second may still wait for its table write
         assert worker.wait_idle(30)
-        assert found(stack, "launch plan draft", tags=("current",)) == [second]
         assert stack.graph.pending_count() == 0 and stack.index.count() == 2
     finally:
         worker.stop()
+
+
+def test_a_recall_right_after_a_memory_api_store_that_supersedes_an_entry_sees_the_entry_reindexed(
+        tmp_path: Path) -> None:
+    with memories_app(tmp_path / "data") as mem:
+        mem.store("sky", "The sky colour over the harbour is green.", namespace="ryw")
+        assert mem.services.index_worker.wait_idle(30)
+        sky = mem.client.get(f"{API}/sky", params={"namespace": "ryw"}).json()["kref"]
+        mem.store("sky-2", "Correction: the harbour sky is blue.", namespace="ryw", supersedes="sky")
+        # the store's commit also changed the replaced entry's revision (superseded): the recall waits for it
+        assert [e["key"] for e in mem.recall("sky colour harbour", namespace="ryw")] == ["sky-2", "sky"]
+        assert mem.services.graph.unindexed_of_items([sky]) == []  # its row is the graph's state, not the old one
+        assert mem.services.graph.current_revisions([sky])[sky].metadata["status"] == "superseded"
 
 
 def _doc(kref_id: str, modified_at: str) -> IndexDoc:
@@ -146,3 +167,46 @@ def test_each_of_eight_concurrent_mcp_clients_finds_what_it_has_just_stored(tmp_
         stored = CLIENTS * ROUNDS
         assert app.services.index_worker.wait_idle(60)
         assert app.services.graph.pending_count() == 0 and app.services.index.count() >= stored
+
+
+class _HeldStageEmbedder(HashingEmbedder):
+    """Embeds as usual, but a stage on the thread named "stager" waits in its embedding until released: the moment
+    between a stage's graph read and its showing the rows."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if threading.current_thread().name == "stager":
+            self.entered.set()
+            assert self.release.wait(30)
+        return super().embed(texts)
+
+
+def test_a_stage_that_read_a_revision_before_its_deletion_does_not_bring_its_row_back(
+        make_stack: Callable[[Embedder], Stack]) -> None:
+    embedder = _HeldStageEmbedder()
+    stack = make_stack(embedder)
+    worker = IndexWorker(stack.sync, interval=60)
+    worker.start()
+    try:
+        assert worker.wait_idle(30)
+        with worker.paused():
+            kref = stack.memory("/P/a", "doomed", "Doomed", "a note about quicksand")
+            stager = threading.Thread(target=worker.stage, args=([kref], {}), name="stager")
+            stager.start()
+            assert embedder.entered.wait(30)  # the stage has read the revision, and not shown it yet
+            assert stack.graph.delete_item(kref.rsplit("?", 1)[0], force=True)
+        # the round would drop the deleted revision's row now; it waits for the stage in flight instead
+        deadline = time.monotonic() + 2
+        while stack.graph.removed_revisions() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        embedder.release.set()
+        stager.join(30)
+        assert worker.wait_idle(30)
+        assert found(stack, "quicksand") == [] and stack.index.count() == 0 and worker.staged() == 0
+        assert stack.graph.removed_revisions() == []
+    finally:
+        embedder.release.set()
+        worker.stop()
