@@ -1,7 +1,3 @@
-from appliance.server.allocator import limit_malloc_arenas
-
-limit_malloc_arenas()  # before any thread starts (allocator.py says why)
-
-from appliance.cli import main  # noqa: E402
+from appliance.cli import main
 
 raise SystemExit(main())

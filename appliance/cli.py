@@ -21,6 +21,7 @@ from appliance.config import Settings, load_settings, render_toml, resolve_confi
 from appliance.core import redaction
 from appliance.errors import KumihoError
 from appliance.inference import install as models_cli
+from appliance.server.allocator import limit_malloc_arenas
 
 log = logging.getLogger("appliance")
 
@@ -230,6 +231,7 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    limit_malloc_arenas()  # first: glibc fixes its arena limit once threads have made 9 arenas (allocator.py)
     args = _parser().parse_args(argv)
     handlers = {"serve": cmd_serve, "mcp": cmd_mcp, "doctor": cmd_doctor, "config": cmd_config, "reindex": cmd_reindex,
                 "redact": cmd_redact, "export": lambda a: cli_portability.run_export(a, _settings(a)),

@@ -90,17 +90,15 @@ def consolidation_summary(model: LlamaModel) -> dict:
     """Consolidation's summary call on the 40-message sample session (redacted as consolidation does)."""
     from appliance.memory import consolidation
     from appliance.memory.model_options import patterns_only
+    from benchmarks.llm_quality import call_costs  # here: llm_quality imports this module
 
     session = json.loads(SAMPLES.read_text())["sessions"][0]
     texts = patterns_only([m["content"] for m in session["messages"]])
     started = time.perf_counter()
     consolidation.summarize(model, [(m["role"], t) for m, t in zip(session["messages"], texts, strict=True)],
                             timeout=1800)
-    done = model.last_completion
-    assert done is not None
     return {"messages": len(session["messages"]), "seconds": round(time.perf_counter() - started, 2),
-            "prompt_tokens": done.prompt_tokens, "cached_prompt_tokens": done.cached_prompt_tokens,
-            "generated_tokens": done.completion_tokens, "decoding_steps": done.decoding_steps}
+            **call_costs(model)}
 
 
 def open_model(path: Path | None, context: int, threads: int) -> LlamaModel:

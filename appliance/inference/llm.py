@@ -64,7 +64,6 @@ SMOKE_SCHEMA: dict[str, Any] = {
 }
 
 
-
 @dataclass(frozen=True)
 class Completion:
     """One generation as an OpenAI-compatible answer reports it: the text (not parsed), why it ended (``stop``:
@@ -118,7 +117,14 @@ class LlamaModel:
         self._last_used = clock()
         self._idle_timer: threading.Timer | None = None
         self._grammars: OrderedDict[str, str] = OrderedDict()
-        self.last_completion: Completion | None = None  # the last call's costs (benchmarks report them)
+        self._last = threading.local()  # per calling thread: concurrent calls never see each other's costs
+
+    @property
+    def last_completion(self) -> Completion | None:
+        """The costs of the last call made from this thread (benchmarks report them: a caller such as
+        consolidation gets only the parsed answer)."""
+        completion: Completion | None = getattr(self._last, "completion", None)
+        return completion
 
     # -- the ChatModel interface -------------------------------------------------------------------------
 
@@ -307,10 +313,11 @@ class LlamaModel:
             raise ModelTimeout(f"the {self.model_id} call passed its deadline and was stopped; allow a longer "
                                "timeout, fewer tokens or a shorter prompt")
         text = llm.detokenize(generated.tokens, prev_tokens=prompt).decode("utf-8", errors="ignore")
-        self.last_completion = Completion(text, generated.finish, len(prompt), len(generated.tokens),
-                                          generated.cached_prompt_tokens, generated.steps,
-                                          round(time.perf_counter() - started, 3))
-        return self.last_completion
+        seconds = round(time.perf_counter() - started, 3)
+        completion = Completion(text, generated.finish, len(prompt), len(generated.tokens),
+                                generated.cached_prompt_tokens, generated.steps, seconds)
+        self._last.completion = completion
+        return completion
 
     def _grammar(self, schema: Mapping[str, Any]) -> str:
         """The GBNF grammar of ``schema`` (cached: converting a schema is not free)."""

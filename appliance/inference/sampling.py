@@ -10,9 +10,11 @@ after each token (progress, deadline, cancellation).
 Greedy calls (temperature 0: every appliance call) decode drafted tokens several at a time (prompt-lookup
 decoding): the tokens that followed the last few generated tokens where they occur in the prompt are fed
 with the next token in one model pass, and kept as far as they are what the model would have chosen
-itself. The answer is exactly the token-by-token answer; a summary copies names, numbers and phrases from
-its transcript, so about three tokens come out of each pass instead of one (a 40-message consolidation:
-251 tokens in 85 passes instead of 251). A pass over a few tokens reads the weights once, so on free
+itself. The answer is the token-by-token answer except where a near tie between two tokens flips: llama.cpp
+does not promise bit-identical logits for a token decoded alone and one decoded in a batch (other matmul
+paths, another summation order). On the 40-message sample session the two answers were identical. A summary
+copies names, numbers and phrases from its transcript, so about three tokens come out of each pass instead of
+one (that session: 251 tokens in 85 passes instead of 251). A pass over a few tokens reads the weights once, so on free
 cores it costs less than that many passes; on a CPU-starved machine (measured at a load average of ~20 on
 2 cores) it costs about as much, and the call took the same time as token by token.
 
@@ -54,7 +56,7 @@ def generate(llm: Any, prompt: Sequence[int], *, max_tokens: int, temperature: f
              grammar: str | None, after_token: Callable[[int], bool], top_p: float = TOP_P,
              draft_tokens: int = DRAFT_TOKENS) -> Generated:
     """Generate after ``prompt``. Greedy calls (``temperature`` 0) check up to ``draft_tokens`` drafted
-    tokens per decoding step; the answer is the same as without drafts."""
+    tokens per decoding step; the answer is the one without drafts but for near ties (the module says why)."""
     from llama_cpp import llama_cpp
     from llama_cpp._internals import LlamaTokenDataArray
 
@@ -95,7 +97,7 @@ def generate(llm: Any, prompt: Sequence[int], *, max_tokens: int, temperature: f
     if temperature > 0:
         draft_tokens = 0  # a sampled token is not the model's one choice: a draft could not be checked
     steps = 0
-    context = list(prompt)  # where drafts are looked up: the prompt, then what is generated
+    drafts = Drafts(prompt if draft_tokens else ())  # looked up in the prompt, then in what is generated
     tokens: list[int] = []
     fed: list[int] = []  # the tokens fed last, each row of ``rows`` the logits after one of them
     rows = [np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, -1), shape=(n_vocab,))]
@@ -111,7 +113,8 @@ def generate(llm: Any, prompt: Sequence[int], *, max_tokens: int, temperature: f
                     llama_cpp.llama_sampler_accept(rules, token)
                 llama_cpp.llama_sampler_accept(chain, token)
                 tokens.append(token)
-                context.append(token)
+                if draft_tokens:
+                    drafts.append(token)
                 if after_token(len(tokens)):
                     llm.n_tokens -= unused
                     return Generated(tokens, "halted", cached, steps)
@@ -122,7 +125,7 @@ def generate(llm: Any, prompt: Sequence[int], *, max_tokens: int, temperature: f
                     continue  # the draft guessed this token: the next row is the model's next step
                 llm.n_tokens -= unused  # the draft went another way: its KV entries are dropped
                 break
-            fed = [token, *_lookup(context, min(draft_tokens, max_tokens - len(tokens) - 1))]
+            fed = [token, *drafts.draft(min(draft_tokens, max_tokens - len(tokens) - 1))]
             rows = _feed(llm, fed, n_vocab)
             steps += 1
     finally:
@@ -131,20 +134,37 @@ def generate(llm: Any, prompt: Sequence[int], *, max_tokens: int, temperature: f
             llama_cpp.llama_sampler_free(rules)
 
 
-def _lookup(context: Sequence[int], most: int) -> list[int]:
+class Drafts:
     """Prompt-lookup drafting: the tokens that followed the latest earlier occurrence of the context's last
     few tokens. A summary copies names, numbers and whole phrases from its transcript, so these guesses are
-    often right, and a right guess is a token that needs no decoding step of its own."""
-    if most < 1:
+    often right, and a right guess is a token that needs no decoding step of its own.
+
+    The context's n-grams are indexed as its tokens arrive (each one once a token follows it), so a step's
+    lookup is a dictionary probe rather than a scan of the whole context (up to ``n_ctx`` tokens)."""
+
+    def __init__(self, context: Sequence[int]) -> None:
+        self.context: list[int] = []
+        self._latest: dict[tuple[int, ...], int] = {}  # n-gram → start of its latest occurrence with a token after
+        for token in context:
+            self.append(token)
+
+    def append(self, token: int) -> None:
+        end = len(self.context)  # ``token`` follows the n-grams that end here
+        self.context.append(token)
+        for size in range(NGRAM_MIN, NGRAM_MAX + 1):
+            if end >= size:
+                self._latest[tuple(self.context[end - size:end])] = end - size
+
+    def draft(self, most: int) -> list[int]:
+        """Up to ``most`` tokens, from the longest n-gram (``NGRAM_MAX`` down to ``NGRAM_MIN``) that occurred
+        before."""
+        if most < 1:
+            return []
+        for size in range(NGRAM_MAX, NGRAM_MIN - 1, -1):
+            start = self._latest.get(tuple(self.context[-size:])) if len(self.context) > size else None
+            if start is not None:
+                return self.context[start + size:start + size + most]
         return []
-    for size in range(NGRAM_MAX, NGRAM_MIN - 1, -1):
-        if len(context) <= size:
-            continue
-        tail = context[-size:]
-        for start in range(len(context) - size - 1, -1, -1):
-            if context[start:start + size] == tail:
-                return list(context[start + size:start + size + most])
-    return []
 
 
 def _feed(llm: Any, batch: list[int], n_vocab: int) -> list[np.ndarray]:

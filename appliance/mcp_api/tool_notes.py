@@ -30,7 +30,7 @@ from appliance.services.provenance import GENERATION_PARAMS, MAX_EDGES, MAX_REAC
 from appliance.services.recall import LEARNED_KINDS, MAX_LEARNED, UNUSED
 from appliance.services.sessions import CONSOLIDATE_AFTER, INGEST_SHOWN
 from appliance.services.structure import MAX_LISTED as STRUCTURE_LISTED
-from appliance.services.writes import CAPTURE_TYPES
+from appliance.services.writes import CAPTURE_TYPES, MAX_METADATA_VALUE
 
 _FLOOR = MemorySettings.model_fields["min_relevance_score"].default
 _CAP = KumihoSettings.model_fields["memory_retrieval_limit"].default
@@ -133,6 +133,11 @@ GROUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
      "space, its `memory_item_kind` is the kind when the call names none, a kind outside its `memory_kinds` "
      "is stored with a `warnings` entry, and the policy revision's `schema` metadata becomes the memory's. A "
      "policy_kref that does not exist or holds no such object is an error naming `policy_kref`.\n"
+     "* `metadata.surrounding_text` (store): the conversation around a stored turn (e.g. the message it "
+     f"answers and the one after), at most {MAX_METADATA_VALUE} characters. It is searched with the memory "
+     "(engage, recall) but not shown in their results; it stays in the revision's metadata like any other key. "
+     "Credentials in it are redacted like the memory's text; text the store would never keep (cron output, "
+     "distilled content) is left out with a `warnings` entry.\n"
      "* `kumiho_memory_reflect` buffers `response` in the session's working memory, then writes every "
      "capture in one transaction: all or none. A capture stacks only when it names a space (`space_hint`, "
      "or the call's `space_path`). Capture types: "

@@ -17,12 +17,13 @@ from typing import Any
 import uvicorn
 
 from appliance.config import HttpSettings
-from appliance.server.allocator import MallocTrimmer, limit_malloc_arenas
+from appliance.server.allocator import MallocTrimmer
 from appliance.server.front import FrontListener
 from appliance.server.idle import IdleWatch
 from appliance.server.limits import ConnectionLimits, bounded_protocol
 
 log = logging.getLogger(__name__)
+
 
 class ApplianceServer(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, sock: socket.socket, grpc_target: str | None = None,
@@ -120,7 +121,6 @@ def run(app: Any, sock: socket.socket, http: HttpSettings, log_level: str = "inf
     responses."""
     if idle_exit is not None:
         app = idle_exit[0].wrap(app)
-    limit_malloc_arenas()  # again (``python -m appliance`` did it first): the threads serving starts come next
     server = ApplianceServer(make_config(app, log_level, http), sock, grpc_target, http, idle_exit, on_shutdown)
     with MallocTrimmer() as trimmer:
         server.run()

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 CAPTURE_TYPES = ("decision", "preference", "fact", "correction", "architecture", "implementation", "synthesis",
                  "reflection", "summary", "skill")  # the seed's ten (D7); other lowercase words are accepted
 MAX_METADATA_VALUE = METADATA_VALUE_LENGTH  # characters of one caller metadata value, JSON-encoded
+SURROUNDING_TEXT = "surrounding_text"  # caller metadata indexed with the memory (core/search.py)
 IDEMPOTENCY_KEY = "idempotency_key"  # revision metadata of a capture / working-memory message metadata
 _EVENT_DATE = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
 _PREFIX_LOCKS = 64  # reflects with different prefixes rarely share one of these; a fixed number bounds the memory
@@ -76,18 +77,21 @@ class WriteService:
         kind = policy.kind if policy.kind and "memory_item_kind" not in args.model_fields_set \
             else args.memory_item_kind
         summary = clip_summary(args.summary or assistant_text or user_text or args.title or "")
+        metadata, warnings = _caller_metadata(args.metadata)
         draft = Draft(
             project=project, space=policy.space(project, args.space_path, args.space_hint), kind=kind,
             memory_type=args.memory_type.lower(), title=args.title or summary[:120], summary=summary,
             user_text=user_text, assistant_text=assistant_text, tags=list(args.tags) if args.tags else None,
-            metadata={**policy.metadata, **_caller_metadata(args.metadata)}, bundle_name=args.bundle_name or "",
+            metadata={**policy.metadata, **metadata}, bundle_name=args.bundle_name or "",
             source_krefs=_krefs(args.source_revision_krefs, "source_revision_krefs"), edge_type=args.edge_type,
             artifact_name=args.artifact_name, artifact_location=args.artifact_location or "",
             stack=args.stack_revisions)
         result = self.writer.write([self.writer.plan(draft)])[0]
         if policy.kinds and kind not in policy.kinds:  # the reference only warns about such a kind
-            result["warnings"] = [f"memory_item_kind: {kind!r} is not one of the policy's memory_kinds "
-                                  f"({', '.join(policy.kinds)})"]
+            warnings.append(f"memory_item_kind: {kind!r} is not one of the policy's memory_kinds "
+                            f"({', '.join(policy.kinds)})")
+        if warnings:
+            result["warnings"] = warnings
         return {"stored": True, **result}
 
     def _policy(self, policy_kref: str) -> _Policy:
@@ -257,14 +261,24 @@ def _replayed(revision: Revision) -> dict[str, Any]:
             "summary": records.summary_of(revision.metadata), "replayed": True}
 
 
-def _caller_metadata(values: dict[str, Any] | None) -> dict[str, str]:
+def _caller_metadata(values: dict[str, Any] | None) -> tuple[dict[str, str], list[str]]:
+    """The caller's metadata, bounded, and warnings. ``surrounding_text`` is indexed with the memory, so the
+    filters that judge a memory's own text judge it too: text they would never store (cron output, distilled
+    content) is left out with a warning; credentials were already redacted at the door, as in every value."""
     encoded = records.metadata_values(values)
     for key, value in encoded.items():
         if len(value) > MAX_METADATA_VALUE:
             raise InvalidArgument(f"metadata.{key[:64]}: at most {MAX_METADATA_VALUE} characters (JSON-encoded "
                                   f"when not a string; got {len(value)}); keep long text in the memory itself",
                                   field=f"metadata.{key[:64]}")
-    return encoded
+    warnings: list[str] = []
+    surrounding = encoded.get(SURROUNDING_TEXT)
+    skipped = redaction.skip_reason(surrounding) if surrounding is not None else None
+    if skipped:
+        del encoded[SURROUNDING_TEXT]
+        if surrounding and surrounding.strip():
+            warnings.append(f"metadata.{SURROUNDING_TEXT}: left out ({skipped})")
+    return encoded, warnings
 
 
 def _krefs(values: list[str] | None, field: str) -> list[str]:

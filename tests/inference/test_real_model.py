@@ -4,6 +4,7 @@ appliance's own code and answers schema-valid JSON. One short call: CI runs it o
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import jsonschema
 import pytest
@@ -33,9 +34,12 @@ def test_the_default_model_answers_schema_valid_json(default_model: LlamaModel) 
     assert default_model.status().state == "loaded"
 
 
-def test_drafted_decoding_answers_exactly_what_token_by_token_decoding_answers(default_model: LlamaModel) -> None:
+def test_drafted_decoding_answers_what_token_by_token_decoding_answers_but_for_near_ties(
+        default_model: LlamaModel) -> None:
     """Greedy calls check tokens drafted from the prompt several at a time (a summary copies names and
-    phrases): the answer is the one token-by-token decoding gives, in fewer model passes."""
+    phrases), in fewer model passes. The answer is the token-by-token one wherever the model's choice is
+    clear: llama.cpp does not promise bit-identical logits for a token decoded alone and one decoded in a
+    batch, so the two may part only where token by token had two tokens nearly tied."""
     from appliance.inference import sampling
 
     text = ("Priya moves the staging cluster from Frankfurt to Dublin on Tuesday; the TLS certificates for "
@@ -48,7 +52,29 @@ def test_drafted_decoding_answers_exactly_what_token_by_token_decoding_answers(d
     runs = [sampling.generate(llm, prompt, max_tokens=60, temperature=0.0, seed=0, grammar=None,
                               after_token=lambda n: False, draft_tokens=draft) for draft in (0, 8)]
     one_by_one, drafted = runs
-    assert drafted.tokens == one_by_one.tokens and drafted.finish == one_by_one.finish
+    parted = next((i for i, (a, b) in enumerate(zip(one_by_one.tokens, drafted.tokens, strict=False)) if a != b),
+                  None)
+    if parted is None:
+        assert drafted.tokens == one_by_one.tokens and drafted.finish == one_by_one.finish
+    else:
+        gap = logit_gap(llm, prompt, one_by_one.tokens[:parted], one_by_one.tokens[parted], drafted.tokens[parted])
+        assert gap < NEAR_TIE, f"the answers part at token {parted} where token by token chose by {gap:.3f} logits"
     assert one_by_one.steps >= len(one_by_one.tokens) - 1  # one pass a token
     assert drafted.steps < one_by_one.steps / 2, (drafted.steps, one_by_one.steps)
     assert "Dublin" in llm.detokenize(drafted.tokens).decode()
+
+
+NEAR_TIE = 0.05  # logits: far above float rounding between matmul paths, far below a clear choice
+
+
+def logit_gap(llm: Any, prompt: list[int], before: list[int], chosen: int, other: int) -> float:
+    """How far token-by-token decoding preferred ``chosen`` to ``other`` after ``prompt`` and ``before``."""
+    import numpy as np
+    from llama_cpp import llama_cpp
+
+    llm.reset()
+    llm.eval(list(prompt))
+    for token in before:
+        llm.eval([token])
+    logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1), shape=(llm.n_vocab(),))
+    return float(logits[chosen] - logits[other])

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import anyio
 
+from benchmarks.rss_bench import slope_per_1000
 from tests.appliance_process import serve
 from tests.load.driver import rss_mb
 from tests.mcp_api.clients import call, http_session
@@ -30,13 +31,6 @@ STORES = 200  # the second half, 100 stores, is measured
 SAMPLE_EVERY = 0.2  # seconds
 BOUND_MB = 30  # over 100 stores: see the module's docstring
 MB_PER_STORE_OF_THE_OLD_LEAK = 0.66
-
-
-def slope(points: list[tuple[int, float]]) -> float:
-    """Least-squares slope of MiB over stores."""
-    xs, ys = [x for x, _ in points], [y for _, y in points]
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
 
 
 def store_steadily(base_url: str, pid: int) -> list[tuple[int, float]]:
@@ -79,7 +73,9 @@ def test_rss_stays_bounded_over_the_second_half_of_a_steady_write_load(tmp_path:
         seconds = time.monotonic() - started
     second_half = [(n, mb) for n, mb in samples if n >= STORES // 2]
     assert len({n for n, _ in second_half}) >= 10, f"too few RSS samples over the second half: {second_half}"
-    growth = slope(second_half) * (STORES - STORES // 2)
+    per_1000 = slope_per_1000(second_half)
+    assert per_1000 is not None
+    growth = per_1000 * (STORES - STORES // 2) / 1000
     assert growth < BOUND_MB, (
         f"RSS grew by {growth:.1f} MiB (fitted) over the last {STORES - STORES // 2} of {STORES} stores "
         f"({second_half[0][1]:.0f} → {second_half[-1][1]:.0f} MiB, {seconds:.0f} s): a leak of "
