@@ -18,6 +18,7 @@ from tests.mcp_api.clients import call, in_http_session
 @pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcess]:
     with serve_in_process(tmp_path_factory.mktemp("current") / "data", None) as running:
+        running.services.memory_api.recaller.key_reads_from = 0  # the index's read at any size (a 100k-item path)
         yield running
 
 
