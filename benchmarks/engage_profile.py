@@ -19,6 +19,7 @@ import cProfile
 import io
 import json
 import pstats
+import random
 import sys
 import tempfile
 import time
@@ -57,6 +58,47 @@ def legs(services: Any, questions: list[str]) -> dict[str, Any]:
             "search_given_vector": stats(whole)}
 
 
+def current_read(services: Any, trials: int, size: int = 40) -> dict[str, Any]:
+    """The current-revision read of ``size`` random items, the graph's tag join (``current_revisions``, the old
+    path) against recall's read (the resident index's choice, then primary-key reads), interleaved on the same
+    samples; ``differ`` counts samples where the two disagree (it must be 0)."""
+    recaller = next(f for f in services.families if hasattr(f, "recaller")).recaller
+    items = sorted({k.rsplit("?r=", 1)[0] for k in services.index.resident().krefs()})
+    rng = random.Random(15)
+    old, new, differ = [], [], 0
+    for _ in range(trials):
+        pick = rng.sample(items, min(size, len(items)))
+        start = time.perf_counter()
+        before = services.graph.current_revisions(pick)
+        old.append((time.perf_counter() - start) * 1000)
+        start = time.perf_counter()
+        after = recaller._current(pick)
+        new.append((time.perf_counter() - start) * 1000)
+        differ += before != after
+    return {"items": size, "graph_tag_join_ms": stats(old), "index_then_key_reads_ms": stats(new),
+            "samples_that_differ": differ}
+
+
+def engage_ab(services: Any, questions: list[str]) -> dict[str, Any]:
+    """Whole engages with recall's current read the old way (the graph's tag join) and the new way, interleaved
+    per question (the recall cache is emptied before each call, so both really run)."""
+    family = next(f for f in services.families if hasattr(f, "recaller"))
+    recaller = family.recaller
+    runs: dict[str, dict[str, list[float]]] = {"old": {}, "new": {}}
+    for q in questions:
+        for way in ("old", "new"):
+            if way == "old":
+                recaller._current = recaller.graph.current_revisions  # the read before this change
+            family.cache.invalidate()
+            try:
+                result = services.perform("kumiho_memory_engage", {"query": q})
+            finally:
+                recaller.__dict__.pop("_current", None)
+            for stage, ms in result["timing_ms"].items():
+                runs[way].setdefault(stage, []).append(ms)
+    return {way: {stage: stats(values) for stage, values in stages.items()} for way, stages in runs.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--memories", type=int, default=100_000)
@@ -89,6 +131,8 @@ def main() -> None:
                 for stage, ms in result["timing_ms"].items():
                     stages.setdefault(stage, []).append(ms)
             parts = legs(services, questions)
+            current = current_read(services, len(questions))
+            ab = engage_ab(services, questions)
             rows = len(services.index.resident())
         out = io.StringIO()
         pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(25)
@@ -97,7 +141,8 @@ def main() -> None:
     report = {"benchmark": "engage_profile", "memories": args.memories, "index_rows": rows,
               "embedder": args.embedder, "resident_load_seconds": round(load_s, 1),
               "timing_ms": {stage: stats(values) for stage, values in stages.items()},
-              "serialise_json_ms": stats(serialise), "search_parts_ms": parts,
+              "serialise_json_ms": stats(serialise),
+              "current_read": current, "engage_current_read_ab": ab, "search_parts_ms": parts,
               "minilm_query_ms": stats([timed(lambda q=q: minilm.embed([q])) for q in questions[:100]]),
               "profile_top_tottime": [line for line in out.getvalue().splitlines() if line.strip()][:40]}
     print(json.dumps(report, indent=2))

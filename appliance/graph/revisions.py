@@ -132,6 +132,25 @@ class RevisionStore(StoreBase):
 
         return self._engine.read(job)
 
+    def revisions_by_kref(self, tagged: dict[str, tuple[str, ...]]) -> dict[str, Revision]:
+        """Revision kref → its revision carrying the tags the caller gives (a caller that knows them: recall
+        takes them from the search index), in one read; revisions that do not exist are left out.
+        One primary-key lookup per revision with one statement text (compiled once per connection): Kùzu 0.11
+        uses the key index for ``{id: $id}`` but not for ``IN`` lists or ``UNWIND`` (measured at 100k items:
+        ~0.2 ms per lookup, against a scan of TAGGED edges for ``current_revisions``)."""
+        prefix = len(krefs.SCHEME)
+        wanted = {k: k[prefix:] for k in tagged if k.startswith(krefs.SCHEME)}
+
+        def job(tx: Tx) -> dict[str, Revision]:
+            found = {}
+            for kref, node_id in wanted.items():
+                row = tx.one("MATCH (r:Revision {id: $id}) RETURN r", {"id": node_id})
+                if row is not None:
+                    found[kref] = revision_from(row[0], list(tagged[kref]))
+            return found
+
+        return self._engine.read(job) if wanted else {}
+
     def revisions_with_metadata(self, project: str, key: str, values: list[str]) -> dict[str, Revision]:
         """Value → the project's revision whose metadata ``key`` holds it (the first found), with its current
         tags, in one read.

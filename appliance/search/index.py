@@ -246,6 +246,11 @@ class SearchIndex:
         return [Hit(kref, bm25, vector)
                 for kref, bm25, vector in self.resident().text_search(text, where, limit, fuzzy, with_vectors)]
 
+    def current_of(self, item_krefs: list[str]) -> dict[str, tuple[str, tuple[str, ...]]]:
+        """Item kref → (revision kref, tags) of the revision a recall shows, as the resident rows know it
+        (ResidentTable.current_of)."""
+        return self.resident().current_of(item_krefs)
+
     def resident(self) -> ResidentTable:
         """The in-memory copy of the rows, loaded from the table on first use. A table that cannot be read
         answers ``Unavailable`` and calls ``on_unreadable`` (the index worker checks it and, if it is damaged,

@@ -175,6 +175,17 @@ def _bigram_keys(term: str) -> np.ndarray:
     return np.unique(np.array([(a << 21) | b for a, b in itertools.pairwise(codes)], dtype=np.int64))
 
 
+def _item_of(revision_kref: str) -> str:
+    return revision_kref.rsplit("?r=", 1)[0]
+
+
+def _number_of(revision_kref: str) -> int:
+    try:
+        return int(revision_kref.rsplit("?r=", 1)[1])
+    except (IndexError, ValueError):
+        return -1
+
+
 def _grown(values: np.ndarray, size: int) -> np.ndarray:
     bigger = np.zeros((size, *values.shape[1:]), dtype=values.dtype)
     bigger[: len(values)] = values
@@ -196,6 +207,7 @@ class ResidentTable:
         self._codes = {name: _Codes() for name in self._columns}
         self._tags: dict[str, set[int]] = {}
         self._row_tags: list[tuple[str, ...]] = []
+        self._by_item: dict[str, set[int]] = {}  # item kref → its live rows (recall's current revision: current_of)
         # the text index
         self._text_hash = np.zeros(_FIRST, dtype=np.int64)  # hash() of the indexed text, to skip unchanged ones
         self._version = np.zeros(_FIRST, dtype=np.uint32)  # 0: no text indexed yet
@@ -218,6 +230,27 @@ class ResidentTable:
         with self._lock:
             return list(self._position)
 
+    def current_of(self, item_krefs: Iterable[str]) -> dict[str, tuple[str, tuple[str, ...]]]:
+        """Item kref → (revision kref, tags) of the revision a recall shows: the live row tagged ``published``
+        with the highest number, else the one tagged ``latest`` with the highest number. A stacked write shows
+        its new row before the background sync moves the old row's ``latest``, so two rows may say ``latest``
+        for a moment: the highest number is the right one. Items with no such row are left out."""
+        chosen: dict[str, tuple[str, tuple[str, ...]]] = {}
+        with self._lock:
+            for item in item_krefs:
+                best: tuple[int, int, int] | None = None  # (published?, number, slot)
+                for at in self._by_item.get(item, ()):
+                    tags = self._row_tags[at]
+                    rank = 1 if "published" in tags else 0 if "latest" in tags else -1
+                    if rank < 0:
+                        continue
+                    key = (rank, _number_of(self._krefs[at]), at)
+                    if best is None or key > best:
+                        best = key
+                if best is not None:
+                    chosen[item] = (self._krefs[best[2]], self._row_tags[best[2]])
+        return chosen
+
     # -- writes ---------------------------------------------------------------------------------------
     def load(self, table: pa.Table) -> None:
         """Bulk-add the store's rows (the columns of ``upsert``, as Arrow): columns are coded and the postings
@@ -233,6 +266,8 @@ class ResidentTable:
             self._ensure_capacity(count)
             self._krefs = krefs
             self._position = dict(zip(krefs, range(count), strict=True))
+            for at, kref in enumerate(krefs):
+                self._by_item.setdefault(_item_of(kref), set()).add(at)
             self._alive[:count] = True
             self._deprecated[:count] = pc.fill_null(table.column("deprecated"), False).to_numpy()
             for column, name in (("project", "project"), ("space", "space"), ("kind", "kind"),
@@ -281,6 +316,7 @@ class ResidentTable:
                 at = self._position.pop(kref, None)
                 if at is not None:  # the slot stays, dead, until the next load; its postings no longer count
                     self._alive[at] = False
+                    self._by_item.get(_item_of(kref), set()).discard(at)
                     for tag in self._row_tags[at]:
                         self._tags[tag].discard(at)
 
@@ -293,6 +329,7 @@ class ResidentTable:
             self._krefs.append(row["revision_kref"])
             self._row_tags.append(())
             self._position[row["revision_kref"]] = at
+        self._by_item.setdefault(_item_of(row["revision_kref"]), set()).add(at)
         self._alive[at] = True
         self._deprecated[at] = bool(row["deprecated"])
         for column, value in (("project", row["project"]), ("space", row["space"]),
