@@ -79,7 +79,8 @@ class FrontListener:
         self._accepting: asyncio.Task[None] | None = None
         self._routing: set[asyncio.Task[None]] = set()  # connections being routed, and gRPC pumps
         # Connections the front holds (being routed, or pumped to gRPC): a connection handed to the HTTP
-        # protocol leaves this count as the protocol is made, so that it is never counted twice
+        # protocol leaves this count once the HTTP server counts it, so that it is briefly counted twice (a
+        # conservative limit) and never by neither side
         self._held = 0
 
     @property
@@ -112,9 +113,6 @@ class FrontListener:
         handed_over = False
 
         def http_protocol() -> asyncio.Protocol:
-            nonlocal handed_over
-            handed_over = True
-            self._held -= 1  # the HTTP server counts it from now on (open_connections)
             return self._http_factory(head)
 
         try:
@@ -131,6 +129,11 @@ class FrontListener:
                 return
             try:
                 await asyncio.get_running_loop().connect_accepted_socket(http_protocol, conn)
+                # the HTTP server counts it from now on (open_connections): its connection_made has run when the
+                # await returns, not when the protocol is made, and a connection counted by neither side let one
+                # more in beyond max_connections
+                handed_over = True
+                self._held -= 1
             except OSError:
                 conn.close()
         finally:
