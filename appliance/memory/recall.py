@@ -139,7 +139,6 @@ class Recaller:
             ranked.sort(key=lambda c: (c.created_at, c.score), reverse=True)
         return [(c, current[c.item_kref]) for c in ranked]
 
-
     def _current(self, item_krefs: list[str]) -> dict[str, Revision]:
         """Item kref → the revision a recall shows (published, else latest), as ``current_revisions`` reads
         it, but chosen from the resident index's rows and then read by primary key: the graph's tag join scans
