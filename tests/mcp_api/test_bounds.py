@@ -371,3 +371,44 @@ def test_a_lone_surrogate_in_stored_text_is_not_an_internal_error(app: InProcess
     answer = mcp.call("kumiho_memory_store", {"user_text": "lone \ud800 surrogate in a memory"})
     assert answer.status == 400 and "Parse error" in answer.text  # the JSON-RPC layer refuses it
     assert snapshot(app) == before
+
+
+# -- metadata.surrounding_text on the store tool: bounded (the metadata value bound; an error naming it), a
+# credential in it redacted like the memory's own text, text the store would never keep (cron output) left out
+# with a warning
+
+SURROUNDING_KEY = "sk-proj-Zx81Qw72Er63Ty54Ui45Op36"
+
+
+def stored_with_surrounding(mcp: RawMcp, surrounding: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The store's answer and the stored revision."""
+    answer = mcp.call("kumiho_memory_store", {"space_path": "turns", "user_text": "I loved it, every week!",
+                                              "stack_revisions": False,
+                                              "metadata": {"surrounding_text": surrounding, "topic": "pottery"}})
+    assert answer.payload is not None and answer.payload.get("stored") is True, answer.text[:500]
+    revision = mcp.call("kumiho_get_revision", {"kref": answer.payload["revision_kref"]}).payload
+    assert revision is not None and "error" not in revision, revision
+    return answer.payload, revision
+
+
+def test_a_surrounding_text_too_long_is_refused_naming_it(app: InProcess, mcp: RawMcp) -> None:
+    before = snapshot(app)
+    answer = mcp.call("kumiho_memory_store", {"user_text": "A turn.", "metadata": {"surrounding_text": "w" * 4097}})
+    assert answer.payload is not None and "error" in answer.payload, answer.text[:500]
+    error = answer.payload["error"]
+    assert error["field"] == "metadata.surrounding_text"
+    assert error["message"] == "metadata.surrounding_text: at most 4096 characters (got 4097); shorten it"
+    assert snapshot(app) == before
+
+
+def test_a_credential_in_the_surrounding_text_is_redacted(mcp: RawMcp) -> None:
+    answer, revision = stored_with_surrounding(mcp, f"How was the pottery class? (my key is {SURROUNDING_KEY})")
+    surrounding = revision["metadata"]["surrounding_text"]
+    assert SURROUNDING_KEY not in surrounding and "[secret]" in surrounding and "pottery class" in surrounding
+    assert "warnings" not in answer
+
+
+def test_surrounding_text_the_store_would_never_keep_is_left_out_with_a_warning(mcp: RawMcp) -> None:
+    answer, revision = stored_with_surrounding(mcp, "[CRON:nightly] backup finished in 42 s")
+    assert "surrounding_text" not in revision["metadata"] and revision["metadata"]["topic"] == "pottery"
+    assert answer["warnings"] == ["metadata.surrounding_text: left out (cron output is never stored)"]
