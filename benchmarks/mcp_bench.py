@@ -126,6 +126,17 @@ def index_offline(settings: Settings, data_dir: DataDir, graph: GraphStore) -> N
     index.optimize()
 
 
+def stop_appliance(process: subprocess.Popen[bytes], timeout: float) -> None:
+    """A graceful stop (SIGTERM), killed when it takes longer than ``timeout`` seconds."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -276,13 +287,7 @@ def main() -> None:
             calls_s = round(time.perf_counter() - start, 1)
         finally:
             start = time.perf_counter()
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-                try:
-                    process.wait(timeout=60)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+            stop_appliance(process, timeout=60)
             stop_s = round(time.perf_counter() - start, 1)
 
     report = {"benchmark": "mcp", "memories": args.memories, "embedder": ready["search"]["embedder"],

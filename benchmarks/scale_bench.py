@@ -49,7 +49,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.mcp_bench import DATA, corpus, cycled, stats, store_args
+from benchmarks.mcp_bench import DATA, corpus, cycled, stats, stop_appliance, store_args
 from benchmarks.rss_bench import slope_per_1000
 from tests.appliance_process import ROOT, cli_env, free_port, wait_until_live
 from tests.load.driver import bearer, rss_mb
@@ -303,13 +303,7 @@ def appliance(code: Path, data_dir: Path, **env: str) -> Iterator[tuple[subproce
         wait_until_live(base_url, process, timeout=900, log=log)  # type: ignore[arg-type]
         yield process, base_url
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop_appliance(process, timeout=120)
 
 
 def link_default_model(data_dir: Path) -> str | None:
