@@ -37,10 +37,8 @@ import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from appliance.config import load_settings
-from appliance.datadir import DataDir
-from appliance.graph import GraphStore, NewRevision
-from benchmarks.mcp_bench import index_offline
+from appliance.graph import NewRevision
+from benchmarks.mcp_bench import offline_graph
 from tests.appliance_process import serve
 from tests.kumiho_sdk_env import sdk_env, sdk_python
 from tests.mcp_api.clients import http_session
@@ -56,13 +54,9 @@ QUERIES = ("transprot schedule", "databse backup", "relase", "staging migraton",
 
 def prepare(root: Path, items: int) -> list[str]:
     """``items`` items with one revision each, written offline and indexed; their krefs."""
-    settings = load_settings(data_dir=root, search={"embedder": "hashing"})
-    data_dir = DataDir(settings.data_dir)
-    data_dir.ensure()
     rng = random.Random(14)
     krefs = []
-    with data_dir.lock(), GraphStore.open(data_dir.graph_path, buffer_pool_mb=settings.graph.buffer_pool_mb,
-                                          default_project=settings.kumiho.default_project) as graph:
+    with offline_graph(root, "hashing") as graph:
         for space in SPACES:
             graph.ensure_space(f"/{PROJECT}/{space}")
         rows = []
@@ -73,7 +67,6 @@ def prepare(root: Path, items: int) -> list[str]:
             rows.append(NewRevision(kref, {"title": " ".join(words), "summary": f"notes on {' and '.join(words)}"}))
         result = graph.create_revisions(rows)
         assert not result.failures, result.failures
-        index_offline(settings, data_dir, graph)
     return krefs
 
 

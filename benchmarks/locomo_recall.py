@@ -41,17 +41,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from appliance.config import load_settings
 from appliance.core.ports import ChatModel, Embedder
 from appliance.core.search import TEXT_VERSION, SearchFilter, SearchRequest
-from appliance.datadir import DataDir
 from appliance.graph import GraphStore, NewRevision
 from appliance.inference.embedding import HashingEmbedder, default_embedder
 from appliance.memory.records import SCHEMA
 from appliance.search.index import SearchIndex
 from appliance.search.service import SearchService
 from appliance.search.sync import IndexSync
-from benchmarks.mcp_bench import index_offline, stats
+from benchmarks.mcp_bench import offline_graph, stats
 from tests.inprocess import serve_in_process
 from tests.mcp_api.clients import call, http_session
 from tests.real_model import default_model
@@ -175,16 +173,11 @@ def memory_rows(sample: dict, surrounding: str) -> list[NewRevision]:
 
 
 def ingest(root: Path, samples: list[dict], embedder_name: str, surrounding: str) -> None:
-    settings = load_settings(data_dir=root, search={"embedder": embedder_name})
-    data_dir = DataDir(settings.data_dir)
-    data_dir.ensure()
-    with data_dir.lock(), GraphStore.open(data_dir.graph_path, buffer_pool_mb=settings.graph.buffer_pool_mb,
-                                          default_project=settings.kumiho.default_project) as graph:
+    with offline_graph(root, embedder_name) as graph:
         for sample in samples:
             graph.ensure_space(space_of(sample))
             result = graph.create_revisions(memory_rows(sample, surrounding))
             assert not result.failures, result.failures
-        index_offline(settings, data_dir, graph)
 
 
 async def ask(base_url: str, samples: list[dict], variants: dict[str, dict[str, Any]]) -> dict[str, Any]:

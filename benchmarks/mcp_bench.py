@@ -26,8 +26,8 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -91,12 +91,21 @@ def stats(samples: list[float]) -> dict[str, float]:
 
 
 # -- preparing the data directory offline ---------------------------------------------------------------
-def prepare(root: Path, memories: int, embedder_name: str, turns: list[dict[str, str]]) -> None:
+@contextmanager
+def offline_graph(root: Path, embedder_name: str) -> Iterator[GraphStore]:
+    """The graph of the data directory ``root``, opened offline (the appliance is not running) for a benchmark to
+    write into; when the block ends, every revision is indexed with ``embedder_name`` as the appliance would."""
     settings = load_settings(data_dir=root, search={"embedder": embedder_name})
     data_dir = DataDir(settings.data_dir)
     data_dir.ensure()
     with data_dir.lock(), GraphStore.open(data_dir.graph_path, buffer_pool_mb=settings.graph.buffer_pool_mb,
                                           default_project=settings.kumiho.default_project) as graph:
+        yield graph
+        index_offline(settings, data_dir, graph)
+
+
+def prepare(root: Path, memories: int, embedder_name: str, turns: list[dict[str, str]]) -> None:
+    with offline_graph(root, embedder_name) as graph:
         for space in SPACES:
             graph.ensure_space(f"/{PROJECT}/{space}")
         for first in range(0, memories, BATCH):
@@ -113,7 +122,6 @@ def prepare(root: Path, memories: int, embedder_name: str, turns: list[dict[str,
                     "space": f"{PROJECT}/{space}"}))
             result = graph.create_revisions(rows)
             assert not result.failures, result.failures
-        index_offline(settings, data_dir, graph)
     (root / MARKER).write_text(json.dumps({"memories": memories, "embedder": embedder_name}))
 
 
