@@ -247,23 +247,7 @@ class StoreBase:
     def _event(self, tx: Tx, routing_key: str, kref: str, details: dict[str, Any] | None = None) -> None:
         """Record a change in the audit trail, in the same transaction as the change itself; once the
         transaction commits, its events go to the event listeners (the live feed), in sequence order."""
-        at, detail = self._now(), details or {}
-        target = detail.get("target")  # an edge touches its target's namespace too
-        self.policy.guard(routing_key, kref, *([target] if isinstance(target, str) else []))
-        seq = tx.scalar(
-            "CREATE (e:Event {at: $at, routing_key: $k, kref: $kref, author: $a, details: $d}) RETURN e.seq",
-            {"at": at, "k": routing_key, "kref": kref, "a": LOCAL_USER,
-             "d": json.dumps(detail, ensure_ascii=False, sort_keys=True)},
-        )
-        self.policy.record(tx, at, [(int(seq), routing_key, kref)])
-        if not self._event_listeners:
-            return
-        batch = next((action for action in tx.committed if isinstance(action, _CommittedEvents)), None)
-        if batch is None:  # the first event of this transaction (a rolled-back one never calls its batch)
-            batch = _CommittedEvents(self._event_listeners)
-            tx.after_commit(batch)
-        batch.append({"seq": int(seq), "at": at, "routing_key": routing_key, "kref": kref, "author": LOCAL_USER,
-                      "details": detail})
+        self._event_batch(tx, [(routing_key, kref, details or {})])
 
     def _event_batch(self, tx: Tx, events: list[tuple[str, str, dict[str, Any]]], at: str | None = None) -> None:
         """``_event`` for many changes (routing key, kref, details) in one statement: the same guard, audit
