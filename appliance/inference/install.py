@@ -72,10 +72,14 @@ def model_search_path(settings: Settings) -> list[Path]:
     search = [installation_models_dir(), data_models_dir(settings)]
     if settings.models_dir is None:
         return search
-    if not settings.models_dir.is_dir():
-        raise ConfigError(f"models_dir: {settings.models_dir} is not a directory; create it and install the models "
-                          f"there (`KUMIHO_CE_MODELS_DIR={settings.models_dir} kumiho-ce models install`), or "
-                          "unset models_dir (KUMIHO_CE_MODELS_DIR)")
+    try:
+        usable = settings.models_dir.is_dir()
+    except OSError:  # a parent this user may not enter
+        usable = False
+    if not usable:
+        raise ConfigError(f"models_dir: {settings.models_dir} is not a directory this user can read; create it "
+                          f"and install the models there (`KUMIHO_CE_MODELS_DIR={settings.models_dir} kumiho-ce "
+                          "models install`), or unset models_dir (KUMIHO_CE_MODELS_DIR)")
     return [settings.models_dir, *search]
 
 
@@ -90,6 +94,17 @@ def installed_path(settings: Settings, name: str) -> Path | None:
     """Where model ``name`` is installed: the first entry of the search path that holds it with the right size
     (the sha256 is checked at load and by ``kumiho-ce models verify``)."""
     return find_installed(model_search_path(settings), name)
+
+
+def where_installed(settings: Settings, name: str) -> tuple[Path, str] | None:
+    """Model ``name``'s file and the search-path entry that holds it (``models_dir``, ``installation`` or
+    ``data_dir``), or None when it is not installed."""
+    labels = search_path_labels(settings)
+    for directory in model_search_path(settings):
+        path = installed_file(directory, name)
+        if path is not None:
+            return path, labels[directory]
+    return None
 
 
 def find_installed(search: Sequence[Path], name: str) -> Path | None:

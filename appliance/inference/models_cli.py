@@ -22,10 +22,9 @@ from appliance.inference.install import (
     configured_chat_model,
     embedding_models,
     install_target,
-    installed_file,
-    model_search_path,
     requirements,
     search_path_labels,
+    where_installed,
 )
 from appliance.inference.models import model_file, verified
 
@@ -122,10 +121,9 @@ def _found(settings: Settings, name: str) -> Found:
     chat = chat_models()
     if name in chat:
         entry = chat[name]
-        labels = search_path_labels(settings)
-        where = next(((d, p) for d in model_search_path(settings) if (p := installed_file(d, name))), None)
+        where = where_installed(settings, name)
         return Found(name, "chat", bool(entry.get("default")), entry["file"], entry["size"], entry["sha256"],
-                     entry["licence"], str(where[1]) if where else None, labels[where[0]] if where else None)
+                     entry["licence"], str(where[0]) if where else None, where[1] if where else None)
     embedding = embedding_models()
     if name not in embedding:
         raise ConfigError(f"no model named {name!r}; known: {', '.join([*chat, *embedding])} "
