@@ -151,6 +151,7 @@ def test_the_service_layout_a_read_only_models_dir_and_the_data_elsewhere(tmp_pa
     try:
         for name in ("var-lib", "elsewhere"):
             data_dir = tmp_path / name / "data"
+            data_dir.parent.mkdir()
             env = {"KUMIHO_CE_MODELS_DIR": str(models_dir), "KUMIHO_CE_INFERENCE__CHAT_MODEL": "default"}
             with serve(data_dir, **env) as running:
                 chat = httpx.get(running.base_url + "/api/v1/model", timeout=30).json()["chat"]
