@@ -97,12 +97,13 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     name = args.name or next(iter(models))
     if name not in models:
         raise ConfigError(f"no chat model named {name!r}; known: {', '.join(models)} (`kumiho-ce models list`)")
-    target = install_target(settings)  # first: it creates models_dir, which the search path then holds
-    present = _found(settings, name)
-    if command == "missing":
-        if present.path is None:
+    if command == "missing":  # writes nothing: a models_dir not made yet holds nothing (`models install` makes it)
+        fresh = settings.models_dir is not None and not settings.models_dir.exists()
+        if where_installed(settings.model_copy(update={"models_dir": None}) if fresh else settings, name) is None:
             print("\n".join(requirements(models[name])))
         return 0
+    target = install_target(settings)  # first: it creates models_dir, which the search path then holds
+    present = _found(settings, name)
     if present.path is not None and not args.force:
         print(f"{name} is installed: {present.path} (found in {present.found_in})")
         return 0

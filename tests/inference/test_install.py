@@ -72,6 +72,7 @@ def test_the_cli_lists_installs_and_reports_missing_parts(tmp_path: Path, toy: d
     data = ["--data-dir", str(tmp_path / "data")]
     assert main([*data, "models", "missing"]) == 0
     assert capsys.readouterr().out.split() == ["toy-model-part1==1.0", "toy-model-part2==1.0", "toy-model-part3==1.0"]
+    assert not installation_models.exists()  # `missing` only reads
     assert main([*data, "models", "list"]) == 0
     assert "not installed" in capsys.readouterr().out
     assert main([*data, "models", "install", "--from", str(tmp_path / "empty")]) == 2

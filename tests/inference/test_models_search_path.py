@@ -80,6 +80,9 @@ def test_the_search_path_order_and_where_install_writes(tmp_path: Path, tiny_man
     assert _cli(capsys, "--data-dir", str(data_dir), "models", "path") == (0, f"{in_installation}\n", "")
     assert install.install_target(load_settings(data_dir=data_dir)) == installation_models
     monkeypatch.setenv("KUMIHO_CE_MODELS_DIR", str(models_dir))
+    # a models_dir not made yet: `missing` names nothing (the model is found) and creates nothing
+    assert _cli(capsys, "--data-dir", str(data_dir), "models", "missing") == (0, "", "")
+    assert not models_dir.exists()
     code, out, _ = _cli(capsys, "--data-dir", str(data_dir), "models", "install", "--from", str(tmp_path / "none"))
     # models_dir is created, but the model is found (in the installation), so nothing is assembled
     assert code == 0 and out == f"tiny is installed: {in_installation} (found in installation)\n"
