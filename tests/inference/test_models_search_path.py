@@ -180,3 +180,22 @@ def test_a_models_dir_that_is_not_there_is_named_with_its_fix(tmp_path: Path, mo
     assert refused.returncode == 2
     assert f"models_dir: {nowhere} is not a directory" in refused.stderr and "Traceback" not in refused.stderr
     assert not (data_dir / "graph").exists()  # refused before any store opened
+
+
+def test_models_verify_checks_the_configured_own_gguf(tmp_path: Path, tiny_manifest: dict[str, Any],
+                                                      installation_models: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    own: Path = tiny_manifest["source"]
+    monkeypatch.setenv("KUMIHO_CE_INFERENCE__CHAT_MODEL", "gguf")
+    monkeypatch.setenv("KUMIHO_CE_INFERENCE__MODEL_PATH", str(own))
+    data = ["--data-dir", str(tmp_path / "data")]
+    code, out, _ = _cli(capsys, *data, "models", "verify", "--json")
+    # the manifest model is not installed, and not needed: the configuration names its own file
+    assert code == 0 and json.loads(out)["models"] == [
+        {"name": "tiny", "role": "chat", "path": None, "found_in": None, "sha256_ok": None, "loads": None,
+         "error": None},
+        {"name": "gguf:tiny.gguf", "role": "chat", "path": str(own), "found_in": "inference.model_path",
+         "sha256_ok": None, "loads": True, "error": None}]
+    monkeypatch.setenv("KUMIHO_CE_INFERENCE__MODEL_SHA256", "0" * 64)
+    code, out, _ = _cli(capsys, *data, "models", "verify")
+    assert code == 1 and f"FAIL  gguf:tiny.gguf: model file {own} fails its sha256 check" in out
