@@ -13,6 +13,7 @@ import pytest
 
 from appliance.cli import main
 from appliance.config import load_settings
+from appliance.errors import ConfigError
 from appliance.inference import install
 from appliance.inference.gguf_fixture import write_tiny_llama
 from tests.appliance_process import cli_env, free_port, kumiho_ce, serve
@@ -199,3 +200,15 @@ def test_models_verify_checks_the_configured_own_gguf(tmp_path: Path, tiny_manif
     monkeypatch.setenv("KUMIHO_CE_INFERENCE__MODEL_SHA256", "0" * 64)
     code, out, _ = _cli(capsys, *data, "models", "verify")
     assert code == 1 and f"FAIL  gguf:tiny.gguf: model file {own} fails its sha256 check" in out
+
+
+def test_install_falls_back_to_the_data_directory_when_the_installation_cannot_be_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a directory")
+    monkeypatch.setattr(install, "installation_models_dir", lambda: blocked / "share" / "kumiho-ce" / "models")
+    settings = load_settings(data_dir=tmp_path / "data")
+    assert install.install_target(settings) == tmp_path / "data" / "models"
+    blocked_models_dir = load_settings(data_dir=tmp_path / "data", models_dir=blocked / "models")
+    with pytest.raises(ConfigError, match=r"^models_dir: cannot create .*unset models_dir"):
+        install.install_target(blocked_models_dir)
