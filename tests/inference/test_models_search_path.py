@@ -81,12 +81,14 @@ def test_the_search_path_order_and_where_install_writes(tmp_path: Path, tiny_man
     assert _cli(capsys, "--data-dir", str(data_dir), "models", "path") == (0, f"{in_installation}\n", "")
     assert install.install_target(load_settings(data_dir=data_dir)) == installation_models
     monkeypatch.setenv("KUMIHO_CE_MODELS_DIR", str(models_dir))
-    # a models_dir not made yet: `missing` names nothing (the model is found) and creates nothing
+    # a models_dir not made yet: `missing` names nothing (the model is found in the data directory) and creates
+    # nothing
     assert _cli(capsys, "--data-dir", str(data_dir), "models", "missing") == (0, "", "")
     assert not models_dir.exists()
     code, out, _ = _cli(capsys, "--data-dir", str(data_dir), "models", "install", "--from", str(tmp_path / "none"))
-    # models_dir is created, but the model is found (in the installation), so nothing is assembled
-    assert code == 0 and out == f"tiny is installed: {in_installation} (found in installation)\n"
+    # models_dir is created; it replaces the installation's directory, so the model is found in the data
+    # directory (searched after it) and nothing is assembled
+    assert code == 0 and out == f"tiny is installed: {in_data} (found in data_dir)\n"
     assert models_dir.is_dir() and list(models_dir.iterdir()) == []
     in_models_dir = _place(models_dir, tiny_manifest)  # models_dir comes first
     code, out, _ = _cli(capsys, "--data-dir", str(data_dir), "models", "path", "--json")
@@ -207,6 +209,7 @@ def test_install_falls_back_to_the_data_directory_when_the_installation_cannot_b
     blocked = tmp_path / "a-file"
     blocked.write_text("not a directory")
     monkeypatch.setattr(install, "installation_models_dir", lambda: blocked / "share" / "kumiho-ce" / "models")
+    monkeypatch.delenv("KUMIHO_CE_MODELS_DIR")  # the tests' empty one would replace the installation's
     settings = load_settings(data_dir=tmp_path / "data")
     assert install.install_target(settings) == tmp_path / "data" / "models"
     blocked_models_dir = load_settings(data_dir=tmp_path / "data", models_dir=blocked / "models")
