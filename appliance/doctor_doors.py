@@ -12,7 +12,7 @@ import urllib.request
 from typing import Any
 
 from appliance.config import Settings
-from appliance.doctor import Check
+from appliance.doctor_check import Check
 from appliance.workmem.commands import NOAUTH_MARK
 
 TIMEOUT = 5.0  # seconds per probe: a healthy appliance answers each in milliseconds
