@@ -208,10 +208,11 @@ def check_token(settings: Settings, data_dir: DataDir, running: bool) -> Check:
         findings.append(Check.warn("token", f"{path} is owned by {owner}, not by {me}",
                                    f"chown {me} {path} (or run kumiho-ce as {owner})"))
     if mode & 0o077:
-        exposed = required and bool(data_dir.root.stat().st_mode & 0o011)  # others can reach it and it is used
-        findings.append(Check("token", "fail" if exposed else "warn", f"{path} is readable by other users (mode "
-                              f"{mode:o}){'' if exposed else '; the data directory keeps them out for now'}",
-                              f"chmod 600 {path}"))
+        reachable = bool(data_dir.root.stat().st_mode & 0o011)  # others may enter the data directory
+        why = "" if reachable and required else ("; nothing reads it on loopback" if reachable
+                                                 else "; the data directory keeps them out for now")
+        findings.append(Check("token", "fail" if reachable and required else "warn", f"{path} is open to other "
+                              f"users (mode {mode:o}){why}", f"chmod 600 {path}"))
     if not token:
         stopped_fix = "none needed: the next start writes a new one" if required else f"rm {path}"
         findings.append(Check("token", "fail" if running and required else "warn", f"{path} is empty"

@@ -98,6 +98,9 @@ def _taken(where: str, port: int, data_dir: DataDir, holder: int | None) -> Chec
     if holder is not None and (listener == holder or (runtime is not None and runtime.get("port") == port)):
         return Check.ok("port", f"{where}: this data directory's running appliance (pid {holder}) listens there")
     who = f" by pid {listener} ({command_of(listener)})" if listener else " by another program"
+    if holder is not None:  # this data directory's appliance runs elsewhere (--port): only its next start is at stake
+        return Check.warn("port", f"{where} is taken{who}: the next kumiho-ce serve without --port cannot listen "
+                          "there", PORT_FIX)
     return Check.fail("port", f"{where} is taken{who}: kumiho-ce serve cannot listen there", PORT_FIX)
 
 

@@ -112,25 +112,22 @@ def check_index(data_dir: DataDir, revisions: tuple[set[str], set[str]] | None) 
     health = repair.check(path)
     copies = repair.damaged_copies(path)
     kept = (f"; {len(copies)} damaged cop{'y' if len(copies) == 1 else 'ies'} kept from earlier repairs "
-            f"({', '.join(c.name for c in copies)})") if copies else ""
-    kept_fix = f"; delete {', '.join(str(c) for c in copies)} when no longer needed" if copies else ""
+            f"({', '.join(c.name for c in copies)}): delete them when no longer needed") if copies else ""
     if health.damaged:
         return Check.warn("index", f"the search index is damaged ({health.detail}); no memory is lost: the graph "
                           f"holds them all{kept}", "none needed: the next kumiho-ce serve moves it aside and "
-                          f"rebuilds it from the graph; to do it now: kumiho-ce reindex{kept_fix}")
+                          "rebuilds it from the graph; to do it now: kumiho-ce reindex")
     every, waiting = revisions or (set(), set())
-    missing = every - health.revision_krefs
-    unsearchable, orphans = len(waiting | missing), len(health.revision_krefs - every)
+    unsearchable = len(waiting | (every - health.revision_krefs))
+    orphans = len(health.revision_krefs - every)
     if health.state == "missing":
         if unsearchable:
             return Check.warn("index", f"no search index yet, so {unsearchable} revisions are not searchable{kept}",
-                              REPAIR_FIX + kept_fix)
-        return Check.warn("index", f"not built yet{kept}", "none needed: kumiho-ce serve builds it from the graph"
-                          + kept_fix) if copies else Check.ok("index", "not built yet; kumiho-ce serve builds it "
-                                                              "from the graph")
+                              REPAIR_FIX)
+        return Check.ok("index", f"not built yet; kumiho-ce serve builds it from the graph{kept}")
     if revisions is None:
-        return Check("index", "warn" if copies else "ok", f"{path}: {health.detail} (not compared with the graph, "
-                     f"which could not be read){kept}", kept_fix.removeprefix("; ") or None)
+        return Check.ok("index", f"{path}: {health.detail} (not compared with the graph, which could not be "
+                        f"read){kept}")
     findings = []
     if unsearchable:
         findings.append(f"{unsearchable} revision{'s are' if unsearchable != 1 else ' is'} not searchable yet "
@@ -139,9 +136,9 @@ def check_index(data_dir: DataDir, revisions: tuple[set[str], set[str]] | None) 
         findings.append(f"{orphans} index row{'s belong' if orphans != 1 else ' belongs'} to revisions the graph "
                         "no longer has (hidden from search)")
     if findings:
-        return Check.warn("index", f"{path}: {health.detail}; {'; '.join(findings)}{kept}", REPAIR_FIX + kept_fix)
-    return Check("index", "warn" if copies else "ok", f"{path}: {health.detail}; every revision searchable, every "
-                 f"row's revision in the graph{kept}", kept_fix.removeprefix("; ") or None)
+        return Check.warn("index", f"{path}: {health.detail}; {'; '.join(findings)}{kept}", REPAIR_FIX)
+    return Check.ok("index", f"{path}: {health.detail}; every revision searchable, every row's revision in the "
+                    f"graph{kept}")
 
 
 # -- appliance running: asked, not opened --------------------------------------------------------------------

@@ -29,10 +29,10 @@ TOKEN = "doctor-test-token-0123456789abcdefghijklmnop"
 FIELDS = {"name", "status", "detail", "fix"}
 
 
-def doctor(data_dir: Path, *args: str, **env: str) -> tuple[int, dict[str, dict[str, Any]], str]:
-    """Exit status, the checks by name, and everything printed."""
+def doctor(data_dir: Path, *options: str, **env: str) -> tuple[int, dict[str, dict[str, Any]], str]:
+    """``kumiho-ce [options] doctor --json``: exit status, the checks by name, and everything printed."""
     env = {"KUMIHO_CE_PORT": str(free_port()), **env}
-    result = kumiho_ce("doctor", "--json", *args, env=cli_env(data_dir, **env))
+    result = kumiho_ce(*options, "doctor", "--json", env=cli_env(data_dir, **env))
     printed = result.stdout + result.stderr
     assert "Traceback" not in printed, printed
     checks = json.loads(result.stdout)
@@ -142,7 +142,7 @@ def test_a_token_file_other_users_may_read(tmp_path: Path) -> None:
     (data / "token").chmod(0o644)
     status, checks, printed = doctor(data, KUMIHO_CE_REQUIRE_TOKEN="true")
     assert status == 0, "the data directory (0700) keeps the others out: a warning"
-    assert checks["token"]["status"] == "warn" and "readable by other users (mode 644)" in checks["token"]["detail"]
+    assert checks["token"]["status"] == "warn" and "open to other users (mode 644)" in checks["token"]["detail"]
     assert checks["token"]["fix"] == f"chmod 600 {data / 'token'}"
 
     data.chmod(0o755)  # now they can reach it, and the token is required: the token protects nothing
