@@ -96,24 +96,29 @@ def _check_endpoint(settings: Settings) -> Check:
                     "(not contacted by doctor)")
 
 
+def model_search_path(settings: Settings) -> tuple[list[Path], dict[Path, str]]:
+    """Where manifest models are looked for, in order, and each directory's name (``models_dir``,
+    ``installation``, ``data_dir``); a ``ConfigError`` for a ``models_dir`` that is not a directory."""
+    from appliance.inference import install
+
+    search, labels = (getattr(install, name, None) for name in ("model_search_path", "search_path_labels"))
+    if search is None or labels is None:  # a kumiho-ce from before the models search path: the data directory
+        directory = Path(settings.data_dir) / "models"
+        return [directory], {directory: "data_dir"}
+    return list(search(settings)), dict(labels(settings))
+
+
 def _check_manifest_model(settings: Settings) -> tuple[Check, Path | None]:
-    from appliance.inference.install import (
-        chat_models,
-        configured_chat_model,
-        find_installed,
-        model_search_path,
-        search_path_labels,
-    )
+    from appliance.inference.install import chat_models, configured_chat_model, installed_file
     from appliance.inference.models import verified
 
     try:
         name = configured_chat_model(settings.inference)
-        search = model_search_path(settings)
+        search, labels = model_search_path(settings)
     except KumihoError as exc:
         return Check.fail("chat_model", exc.message, "correct the setting named above"), None
     entry = chat_models()[name]
-    path = find_installed(search, name)
-    labels = search_path_labels(settings)
+    path = next((found for d in search if (found := installed_file(d, name)) is not None), None)
     looked = ", ".join(f"{d} ({labels.get(d, 'search path')})" for d in search)
     if path is None:
         partial = next((d / entry["file"] for d in search if (d / entry["file"]).is_file()), None)
