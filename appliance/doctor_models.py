@@ -96,44 +96,39 @@ def _check_endpoint(settings: Settings) -> Check:
                     "(not contacted by doctor)")
 
 
-def model_search_path(settings: Settings) -> tuple[list[Path], dict[Path, str]]:
-    """Where manifest models are looked for, in order, and each directory's name (``models_dir``,
-    ``installation``, ``data_dir``); a ``ConfigError`` for a ``models_dir`` that is not a directory."""
-    from appliance.inference import install
-
-    search, labels = (getattr(install, name, None) for name in ("model_search_path", "search_path_labels"))
-    if search is None or labels is None:  # a kumiho-ce from before the models search path: the data directory
-        directory = Path(settings.data_dir) / "models"
-        return [directory], {directory: "data_dir"}
-    return list(search(settings)), dict(labels(settings))
-
-
 def _check_manifest_model(settings: Settings) -> tuple[Check, Path | None]:
-    from appliance.inference.install import chat_models, configured_chat_model, installed_file
+    from appliance.inference.install import (
+        chat_models,
+        configured_chat_model,
+        model_search_path,
+        search_path_labels,
+        where_installed,
+    )
     from appliance.inference.models import verified
 
     try:
         name = configured_chat_model(settings.inference)
-        search, labels = model_search_path(settings)
+        search, labels = model_search_path(settings), search_path_labels(settings)
+        found = where_installed(settings, name)
     except KumihoError as exc:
         return Check.fail("chat_model", exc.message, "correct the setting named above"), None
     entry = chat_models()[name]
-    path = next((found for d in search if (found := installed_file(d, name)) is not None), None)
-    looked = ", ".join(f"{d} ({labels.get(d, 'search path')})" for d in search)
-    if path is None:
+    if found is None:
         partial = next((d / entry["file"] for d in search if (d / entry["file"]).is_file()), None)
         if partial is not None:
             return Check.fail("chat_model", f"{partial} is not the whole {name}: {partial.stat().st_size:,} bytes, "
                               f"expected {entry['size']:,}", f"kumiho-ce models install --force {name}"), None
+        looked = ", ".join(f"{d} ({labels[d]})" for d in search)
         return Check.warn("chat_model", f"{name} is not installed: looked in {looked}; the model-backed tools say "
                           "so until it is", INSTALL_FIX), None
+    path, where = found
     try:
         verified(path, entry["sha256"], entry["size"])
     except KumihoError as exc:
         return Check.fail("chat_model", exc.message, f"kumiho-ce models install --force {name} (or delete "
                           f"{path} if another directory of the search path holds a good copy)"), path
-    return Check.ok("chat_model", f"{name}: {path} (in {labels.get(path.parent, 'the search path')}, "
-                    f"{path.stat().st_size / 1e6:,.0f} MB), sha256 verified"), path
+    return Check.ok("chat_model", f"{name}: {path} (found in {where}, {path.stat().st_size / 1e6:,.0f} MB), "
+                    "sha256 verified"), path
 
 
 # -- memory --------------------------------------------------------------------------------------------------

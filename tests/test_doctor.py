@@ -320,25 +320,13 @@ def test_a_misspelt_variable(tmp_path: Path) -> None:
 
 # -- models, memory and CPU ------------------------------------------------------------------------------------
 
-@pytest.fixture
-def empty_installation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An empty directory in place of this installation's models directory (where `make models` puts the model)."""
-    from appliance.inference import install
-
-    if not hasattr(install, "model_search_path"):
-        pytest.skip("this kumiho-ce has no models search path")
-    directory = tmp_path / "installation" / "share" / "kumiho-ce" / "models"
-    monkeypatch.setattr(install, "installation_models_dir", lambda: directory)
-    return directory
-
-
-def test_a_model_on_no_directory_of_an_empty_search_path(tmp_path: Path, empty_installation: Path) -> None:
+def test_a_model_on_no_directory_of_an_empty_search_path(tmp_path: Path, installation_models: Path) -> None:
     models = tmp_path / "models"
     models.mkdir()
     settings = load_settings(data_dir=tmp_path / "data", models_dir=models)
     check, found = check_chat_model(settings)
     assert found is None and check.status == "warn"
-    for directory, label in ((models, "models_dir"), (empty_installation, "installation"),
+    for directory, label in ((models, "models_dir"), (installation_models, "installation"),
                              (tmp_path / "data" / "models", "data_dir")):
         assert f"{directory} ({label})" in check.detail
     assert check.fix is not None and check.fix.startswith("kumiho-ce models install")
