@@ -379,3 +379,26 @@ def test_the_operations_guide_explains_every_check_with_the_code_s_thresholds() 
     assert f"{APPLIANCE_BYTES // MIB} MiB for the appliance and its embedder + {MODEL_FACTOR} ×" in section
     install = (Path(__file__).resolve().parents[1] / "docs" / "install.md").read_text()
     assert "kumiho-ce doctor --json" in install and "operations.md#checking-the-appliance-doctor" in install
+
+
+def test_the_install_guide_s_doctor_commands_run(tmp_path: Path) -> None:
+    """Every ```sh block of docs/install.md's "Checking an installation", run with ``bash -e`` on a scratch data
+    directory with ``kumiho-ce`` (this checkout) on the PATH: each exits 0 and prints something."""
+    import re
+
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "docs" / "install.md").read_text()
+    start = text.index("## Checking an installation\n")
+    section = text[start:text.find("\n## ", start + 1)]
+    commands = re.findall(r"^```sh\n(.*?)^```", section, re.S | re.M)
+    assert len(commands) >= 2
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "kumiho-ce").write_text(f'#!/bin/sh\nPYTHONPATH="{root}" exec "{sys.executable}" -m appliance "$@"\n')
+    (bin_dir / "kumiho-ce").chmod(0o755)
+    env = cli_env(private_dir(tmp_path / "data"), KUMIHO_CE_PORT=str(free_port()))
+    env.update({"HOME": str(tmp_path), "PATH": f"{bin_dir}{os.pathsep}/usr/bin:/bin"})
+    for command in commands:
+        done = subprocess.run(["bash", "-e", "-c", command], env=env, cwd=tmp_path, capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0 and done.stdout.strip(), f"{command}\n{done.stdout}\n{done.stderr}"
