@@ -8,12 +8,10 @@ prints a stack trace unless ``--debug`` asks for it.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 import urllib.parse
 from collections.abc import Sequence
-from dataclasses import asdict
 
 from appliance import __version__, cli_backup, cli_memory, cli_portability, cli_revka
 from appliance import cli_hygiene as hygiene_cli
@@ -44,8 +42,10 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("mcp", help="MCP over stdio for agent hosts: forwards to the running appliance "
                         "(started in the background when none answers)")
 
-    doctor = commands.add_parser("doctor", help="check the data directory, database and machine")
-    doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
+    doctor = commands.add_parser("doctor", help="check the configuration, data directory, token, stores, models, "
+                                 "ports and machine, each finding with its fix; exits 1 only when a check fails")
+    doctor.add_argument("--json", action="store_true", help="print the checks as JSON: a list of {name, status, "
+                        "detail, fix}")
 
     config = commands.add_parser("config", help="configuration")
     config_commands = config.add_subparsers(dest="config_command", required=True, metavar="ACTION")
@@ -168,11 +168,11 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from appliance.doctor import render, run_checks
+    from appliance.doctor import diagnose, exit_code, render, render_json
 
-    checks = run_checks(_settings(args))
-    print(json.dumps([asdict(c) for c in checks], indent=2) if args.json else render(checks))
-    return 1 if any(c.status == "fail" for c in checks) else 0
+    checks = diagnose(args.config, args.data_dir)  # a configuration that does not load is a finding, not an error
+    print(render_json(checks) if args.json else render(checks))
+    return exit_code(checks)
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:

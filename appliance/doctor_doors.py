@@ -12,11 +12,14 @@ import urllib.request
 from typing import Any
 
 from appliance.config import Settings
-from appliance.doctor import Check
+from appliance.doctor_check import Check
 from appliance.workmem.commands import NOAUTH_MARK
 
 TIMEOUT = 5.0  # seconds per probe: a healthy appliance answers each in milliseconds
 WHO_NEEDS_GRPC = "Kumiho's SDK, its stock kumiho-mcp sidecar and Revka's Operator"
+TOKEN_FIX = "run kumiho-ce doctor as the user who owns the data directory (it reads the token file), or set api_token"
+REDIS_PORT_FIX = ("set [kumiho] redis_port (KUMIHO_CE_KUMIHO__REDIS_PORT) to a free port and the sidecar's "
+                  "KUMIHO_UPSTASH_REDIS_URL to match")
 
 
 def check_doors(settings: Settings, host: str, port: int, token: str | None) -> list[Check]:
@@ -42,16 +45,19 @@ def _check_http(host: str, port: int) -> Check:
     try:
         body = _get(url, None)
     except (OSError, ValueError) as exc:
-        return Check("http", "fail", f"{url} does not answer ({exc}); is the appliance still starting?")
+        return Check("http", "fail", f"{url} does not answer ({exc})", "wait if the appliance is still starting; "
+                     "otherwise see its log (journalctl -u kumiho-ce)")
     if not isinstance(body, dict) or body.get("deployment_mode") != "self_hosted_ce":
-        return Check("http", "fail", f"{url} answers, but not as a Kumiho local CE: another program holds the port?")
+        return Check("http", "fail", f"{url} answers, but not as a Kumiho local CE: another program holds the port",
+                     "stop that program, or give kumiho-ce another port (port, KUMIHO_CE_PORT)")
     return Check("http", "ok", f"{url}: deployment_mode self_hosted_ce, version {body.get('version')}")
 
 
 def _check_grpc(settings: Settings, host: str, port: int, token: str | None) -> Check:
     """One real ``kumiho.KumihoService/GetProjects`` call over plaintext HTTP/2 on the HTTP port."""
     if not settings.kumiho.grpc:
-        return Check("grpc", "warn", f"off ([kumiho] grpc = false): {WHO_NEEDS_GRPC} cannot use this appliance")
+        return Check("grpc", "warn", f"off ([kumiho] grpc = false): {WHO_NEEDS_GRPC} cannot use this appliance",
+                     "set [kumiho] grpc = true if they should")
     import grpc
 
     from appliance.grpc_api.descriptor import message
@@ -77,13 +83,12 @@ def _grpc_refusal(target: str, code: Any, details: str | None) -> Check:
 
     said = f"{code.name}: {details}" if details else code.name
     if code == grpc.StatusCode.UNAUTHENTICATED:
-        return Check("grpc", "fail", f"{target} refused doctor's token ({said}); run doctor as the user who owns "
-                     "the data directory, or set api_token")
+        return Check("grpc", "fail", f"{target} refused doctor's token ({said})", TOKEN_FIX)
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
         return Check("grpc", "warn", f"GetProjects on {target} got no answer within {TIMEOUT:.0f} s; the appliance "
-                     "may be busy")
-    return Check("grpc", "fail", f"{target} does not serve Kumiho's gRPC ({said}): {WHO_NEEDS_GRPC} cannot use it. "
-                 "Is this kumiho-ce older than its gRPC API, or another program on the port?")
+                     "may be busy", "run kumiho-ce doctor again when it is less busy")
+    return Check("grpc", "fail", f"{target} does not serve Kumiho's gRPC ({said}): {WHO_NEEDS_GRPC} cannot use it",
+                 "if another program holds the port, stop it or move kumiho-ce (port); else upgrade kumiho-ce")
 
 
 def _check_redis(settings: Settings, token: str | None) -> Check:
@@ -105,27 +110,26 @@ def _check_redis(settings: Settings, token: str | None) -> Check:
             if not locked and not _says_kumiho_ce(hello):
                 return Check("redis", "warn", f"{where} is held by another program (it answered HELLO with "
                              f"{_shown(hello)}), so the appliance's working-memory listener is off: doctor sent it no "
-                             "token. Set [kumiho] redis_port to a free port and the sidecar's URL to match")
+                             "token", REDIS_PORT_FIX)
             if locked and not token:
                 return Check("redis", "fail", f"working memory on {where} asks for the appliance's token, which "
-                             "doctor cannot read; run doctor as the user who owns the data directory, or set "
-                             "api_token")
+                             "doctor cannot read", TOKEN_FIX)
             conn.sendall((_resp("AUTH", token) if locked and token else b"") + _resp("PING"))
             authed = _read_reply(replies) if locked else b"+OK"
             reply = _read_reply(replies)
     except ValueError as exc:
         return Check("redis", "warn", f"{where} does not answer in the Redis protocol ({exc}): another program holds "
-                     "the port? Set [kumiho] redis_port to a free port and the sidecar's URL to match")
+                     "the port", REDIS_PORT_FIX)
     except OSError as exc:
         return Check("redis", "warn", f"nothing answers on {where} ({exc.strerror or exc}): the stock Kumiho "
-                     "sidecar's working memory (KUMIHO_UPSTASH_REDIS_URL) will fail; is the port taken by another "
-                     "program (the appliance log says so)?")
+                     "sidecar's working memory (KUMIHO_UPSTASH_REDIS_URL) will fail",
+                     "see the appliance log: when the port was taken at its start, " + REDIS_PORT_FIX)
     if isinstance(reply, bytes) and reply.startswith(b"+PONG"):
         return Check("redis", "ok", f"working memory answers PING on {where}")
     if isinstance(authed, bytes) and authed.startswith(b"-WRONGPASS"):
-        return Check("redis", "fail", f"working memory on {where} refused doctor's token; run doctor as the user "
-                     "who owns the data directory, or set api_token")
-    return Check("redis", "warn", f"working memory on {where} answered PING with {_shown(reply)}")
+        return Check("redis", "fail", f"working memory on {where} refused doctor's token", TOKEN_FIX)
+    return Check("redis", "warn", f"working memory on {where} answered PING with {_shown(reply)}",
+                 "see the appliance log")
 
 
 # An answer of HELLO is a few lines; a listener that is not Redis at all may send anything, so reading is bounded
@@ -174,13 +178,13 @@ def _check_openai(settings: Settings, host: str, port: int, token: str | None) -
         body = _get(url, token)
     except urllib.error.HTTPError as exc:
         if exc.code in (401, 403):
-            return Check("openai", "fail", f"{url} refused doctor's token ({exc.code}); run doctor as the user who "
-                         "owns the data directory, or set api_token")
-        return Check("openai", "warn", f"{url} answers {exc.code}: the OpenAI-compatible API is not served")
+            return Check("openai", "fail", f"{url} refused doctor's token ({exc.code})", TOKEN_FIX)
+        return Check("openai", "warn", f"{url} answers {exc.code}: the OpenAI-compatible API is not served",
+                     "see the appliance log")
     except (OSError, ValueError) as exc:
-        return Check("openai", "warn", f"{url} does not answer ({exc})")
+        return Check("openai", "warn", f"{url} does not answer ({exc})", "see the appliance log")
     models = [str(m.get("id")) for m in body.get("data", []) if isinstance(m, dict)] if isinstance(body, dict) else []
     if not models:
         return Check("openai", "warn", f"{url} lists no model: chat completions will fail until a chat model is "
-                     "installed (kumiho-ce models install)")
+                     "installed", "kumiho-ce models install, then restart kumiho-ce")
     return Check("openai", "ok", f"{url}: {', '.join(models[:5])}")

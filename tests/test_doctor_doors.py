@@ -31,10 +31,10 @@ def test_doctor_goes_through_every_door_of_the_running_appliance(tmp_path: Path)
         checks = doctor(app.data_dir, **redis)
         port = app.base_url.rsplit(":", 1)[1]
     assert checks["http"]["status"] == "ok" and "deployment_mode self_hosted_ce" in checks["http"]["detail"]
-    assert checks["grpc"] == {"name": "grpc", "status": "ok",
+    assert checks["grpc"] == {"name": "grpc", "status": "ok", "fix": None,
                               "detail": f"kumiho.KumihoService answers on 127.0.0.1:{port} (GetProjects: 1 project)"}
-    assert checks["redis"] == {"name": "redis", "status": "ok", "detail": "working memory answers PING on "
-                               f"127.0.0.1:{redis['KUMIHO_CE_KUMIHO__REDIS_PORT']}"}
+    assert checks["redis"] == {"name": "redis", "status": "ok", "fix": None, "detail": "working memory answers PING "
+                               f"on 127.0.0.1:{redis['KUMIHO_CE_KUMIHO__REDIS_PORT']}"}
     assert checks["openai"]["detail"].startswith(f"http://127.0.0.1:{port}/v1/models")
     assert "answers 404" not in checks["openai"]["detail"]
 
@@ -48,6 +48,7 @@ def test_doctor_names_a_token_the_doors_refuse(tmp_path: Path) -> None:
     assert right["redis"]["status"] == "ok", right["redis"]
     assert wrong["http"]["status"] == "ok"  # the live probe needs no token
     assert wrong["grpc"]["status"] == "fail" and "refused doctor's token (UNAUTHENTICATED" in wrong["grpc"]["detail"]
+    assert "run kumiho-ce doctor as the user who owns the data directory" in wrong["grpc"]["fix"]
     assert wrong["redis"]["status"] == "fail" and "refused doctor's token" in wrong["redis"]["detail"]
     assert "w" * 40 not in json.dumps(wrong)
 

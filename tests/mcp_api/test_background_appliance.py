@@ -144,7 +144,7 @@ def test_after_kill_9_the_stale_server_json_is_recognised_and_a_new_appliance_st
 
     stale = doctor_checks(data).get("server")
     assert stale is not None and stale["status"] == "warn", stale
-    assert "stale" in stale["detail"] and "kumiho-ce mcp ignores it" in stale["detail"]
+    assert "stale" in stale["detail"] and "kumiho-ce mcp ignores it" in stale["fix"]
 
     new_port = free_port()
     with killed_at_the_end(data), impostor_on(old_port):  # the dead appliance's port now answers as someone else

@@ -141,7 +141,7 @@ def test_doctor_reports_a_damaged_index_and_reindex_rebuilds_it(tmp_path: Path) 
 
     doctor = kumiho_ce("doctor", "--json", env=env)
     index = next(c for c in json.loads(doctor.stdout) if c["name"] == "index")
-    assert index["status"] == "warn" and "damaged" in index["detail"] and "kumiho-ce reindex" in index["detail"]
+    assert index["status"] == "warn" and "damaged" in index["detail"] and "kumiho-ce reindex" in index["fix"]
 
     reindex = kumiho_ce("reindex", env=env)
     assert reindex.returncode == 0, reindex.stderr
