@@ -38,7 +38,9 @@ class _Section(BaseModel):
 
 
 class GraphSettings(_Section):
-    buffer_pool_mb: int = Field(256, ge=16, le=1_048_576, description="Kùzu buffer pool cap in MiB")
+    buffer_pool_mb: int = Field(512, ge=16, le=1_048_576, description="Kùzu buffer pool cap in MiB: "
+                                "the graph pages it keeps in memory (resident memory grows towards it). A checkpoint "
+                                "needs room here: at ~90,000 memories (a 375 MB graph) 256 was too small")
     readers: int = Field(4, ge=1, le=64, description="Read connections in the pool")
     statements_per_connection: int = Field(
         256, ge=16, le=100_000, description="compiled queries each graph connection keeps for reuse (a few KB "
