@@ -1,0 +1,185 @@
+"""The appliance's log: one handler on stderr, plain text on a terminal, JSON lines for a log collector, and the
+id of the request being handled in every line logged while handling it.
+
+* **Format** (the ``log_format`` setting, ``KUMIHO_CE_LOG_FORMAT``): ``text``, ``json``, or ``auto``, which
+  chooses JSON when stderr is the systemd journal (``$JOURNAL_STREAM`` names stderr's device and inode), text on
+  a terminal, JSON in a container (``/.dockerenv``, ``/run/.containerenv`` or ``$container``), and text otherwise.
+  uvicorn's and Litestar's loggers propagate to the same handler (uvicorn runs with ``log_config=None``).
+* **Request id**: ``request_ids`` (an ASGI middleware, outermost) takes the client's ``X-Request-Id`` when it is
+  a short token of safe characters (``REQUEST_ID_PATTERN``) that holds no credential, else makes one, sets it in
+  a context variable for the request's handling (the threads and graph writes it starts inherit the context)
+  and returns it in the ``X-Request-Id`` response header.
+* **No credential in the log**: ``NoCredentials`` replaces what looks like one in every message.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+import os
+import re
+import sys
+import urllib.parse
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any, Literal
+
+from appliance.core import redaction
+from appliance.server.door import ASGIApp, Message, Receive, Scope, Send
+
+LogFormat = Literal["auto", "text", "json"]
+REQUEST_ID_HEADER = b"x-request-id"
+# a client's own id is kept when it is 1 to 64 of these characters (a UUID, a trace id, a ULID…)
+REQUEST_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")
+CONTAINER_MARKS = (Path("/.dockerenv"), Path("/run/.containerenv"))
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s%(request_tag)s: %(message)s"
+
+_request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("kumiho_request_id", default=None)
+
+
+def current_request_id() -> str | None:
+    """The id of the request this code runs for (None outside a request)."""
+    return _request_id.get()
+
+
+def request_id_from(headers: list[tuple[bytes, bytes]]) -> str:
+    """The client's ``X-Request-Id`` when there is exactly one and it passes ``REQUEST_ID_PATTERN`` and holds no
+    credential (it goes into every log line), else a new random one."""
+    given = [value for name, value in headers if name == REQUEST_ID_HEADER]
+    if len(given) == 1:
+        text = given[0].decode("latin-1")
+        if REQUEST_ID_PATTERN.fullmatch(text) and not redaction.redact_secrets(text)[1]:
+            return text
+    return uuid.uuid4().hex
+
+
+def request_ids(app: ASGIApp) -> ASGIApp:
+    """Give every HTTP request an id: in the log lines of its handling and in its ``X-Request-Id`` header."""
+    async def with_request_id(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        request_id = request_id_from(scope["headers"])
+        header = (b"x-request-id", request_id.encode("ascii"))
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*(h for h in message.get("headers", [])
+                                                    if h[0].lower() != REQUEST_ID_HEADER), header]}
+            await send(message)
+
+        token = _request_id.set(request_id)
+        try:
+            await app(scope, receive, sending)
+        finally:
+            _request_id.reset(token)
+
+    return with_request_id
+
+
+def chosen_format(setting: LogFormat, stream: IO[str] | None = None, environ: Mapping[str, str] | None = None,
+                  container_marks: tuple[Path, ...] = CONTAINER_MARKS) -> Literal["text", "json"]:
+    """What ``auto`` means here (see the module's note); ``text`` and ``json`` mean themselves."""
+    if setting != "auto":
+        return setting
+    stream = sys.stderr if stream is None else stream
+    environ = os.environ if environ is None else environ
+    if _is_journal(stream, environ.get("JOURNAL_STREAM", "")):
+        return "json"
+    if _is_terminal(stream):
+        return "text"
+    if environ.get("container") or any(mark.exists() for mark in container_marks):
+        return "json"
+    return "text"
+
+
+def _is_journal(stream: IO[str], journal_stream: str) -> bool:
+    """systemd sets ``JOURNAL_STREAM=<device>:<inode>`` of the journal's socket; a child whose stderr was
+    redirected elsewhere inherits the variable, so it counts only when stderr is that socket."""
+    device, _, inode = journal_stream.partition(":")
+    if not (device.isdigit() and inode.isdigit()):
+        return False
+    try:
+        found = os.fstat(stream.fileno())
+    except (OSError, ValueError, AttributeError):
+        return False
+    return (found.st_dev, found.st_ino) == (int(device), int(inode))
+
+
+def _is_terminal(stream: IO[str]) -> bool:
+    try:
+        return stream.isatty()
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+class RequestIdFilter(logging.Filter):
+    """Stamp each record with the id of the request it was logged for (``request_id``, None outside one)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.request_id = _request_id.get()
+        record.request_tag = f" [{record.request_id}]" if record.request_id else ""
+        return True
+
+
+class NoCredentials(logging.Filter):
+    """No credential reaches the log: at debug level access lines show query strings (percent-encoded, so they
+    are read decoded too), and libraries log what they received before a tool call is dispatched and redacted."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed log call: the handler reports it as usual (handleError)
+            return True
+        for text in (message, urllib.parse.unquote_plus(message)):
+            cleaned, kinds = redaction.redact_secrets(text)
+            if kinds:
+                record.msg, record.args = cleaned, ()
+                message = cleaned
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object a line: ``ts`` (UTC, ISO 8601), ``level``, ``logger``, ``message``, ``request_id`` while
+    a request is handled, ``exception`` with the traceback when one is logged."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds").replace(
+                "+00:00", "Z"),
+            "level": record.levelname, "logger": record.name, "message": record.getMessage()}
+        request_id = getattr(record, "request_id", None)
+        if request_id:
+            line["request_id"] = request_id
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        elif record.exc_text:
+            line["exception"] = record.exc_text
+        if record.stack_info:
+            line["stack"] = self.formatStack(record.stack_info)
+        return json.dumps(line, ensure_ascii=False, default=str)
+
+
+class _OurHandler(logging.StreamHandler):  # type: ignore[type-arg]  # StreamHandler is generic in typeshed only
+    """The handler ``configure`` installs (and replaces when called again)."""
+
+
+def configure(level: str, log_format: LogFormat = "auto", stream: IO[str] | None = None) -> Literal["text", "json"]:
+    """Log to stderr (stdout carries the MCP protocol in stdio mode) at ``level`` in the chosen format; returns
+    the format chosen. Calling it again replaces the handler it installed (a forked test server configures
+    anew); handlers others installed (pytest's) are left alone."""
+    stream = sys.stderr if stream is None else stream
+    chosen = chosen_format(log_format, stream)
+    handler = _OurHandler(stream)
+    handler.setFormatter(JsonFormatter() if chosen == "json" else logging.Formatter(TEXT_FORMAT))
+    handler.addFilter(RequestIdFilter())
+    handler.addFilter(NoCredentials())
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if isinstance(h, _OurHandler)]:
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    return chosen
