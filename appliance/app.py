@@ -76,7 +76,7 @@ from appliance.search.worker import IndexWorker
 from appliance.server.callers import caller_middleware
 from appliance.server.door import ASGIApp, DoorPolicy, bounded_body, front_door
 from appliance.server.logs import request_ids
-from appliance.server.metrics import Metrics, metrics_endpoint
+from appliance.server.metrics import Metrics, metrics_route
 from appliance.services import Family, Parts, families, handlers
 from appliance.services.audit import AuditRetention
 from appliance.services.calls import Operations
@@ -296,7 +296,7 @@ def build_app(services: Services) -> ApplianceApp:
         route_handlers=[AuditController, HealthController, SearchController, JobsController, mcp_endpoint,
                         KumihoRestController, EventsController, ConsoleController, MovedJobsController, ui_router(),
                         HygieneController, PortabilityController, BackupsController, MemoriesController,
-                        MemoryProxyController, OpenAIController, metrics_endpoint],
+                        MemoryProxyController, OpenAIController, metrics_route()],
         lifespan=[run_mcp],
         middleware=[caller_middleware],  # who is calling: the audit trail and the read-only guard read it
         state=State({"services": services, "health": health, "metrics": metrics}),

@@ -8,12 +8,14 @@ id of the request being handled in every line logged while handling it.
 * **Request id**: ``request_ids`` (an ASGI middleware, outermost) takes the client's ``X-Request-Id`` when it is
   a short token of safe characters (``REQUEST_ID_PATTERN``) that holds no credential, else makes one, sets it in
   a context variable for the request's handling (the threads and graph writes it starts inherit the context)
-  and returns it in the ``X-Request-Id`` response header.
+  and returns it in the ``X-Request-Id`` response header. gRPC calls do the same with their ``x-request-id``
+  metadata (appliance/grpc_api/server.py).
 * **No credential in the log**: ``NoCredentials`` replaces what looks like one in every message.
 """
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import json
 import logging
@@ -22,7 +24,7 @@ import re
 import sys
 import urllib.parse
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -45,15 +47,27 @@ def current_request_id() -> str | None:
     return _request_id.get()
 
 
-def request_id_from(headers: list[tuple[bytes, bytes]]) -> str:
-    """The client's ``X-Request-Id`` when there is exactly one and it passes ``REQUEST_ID_PATTERN`` and holds no
-    credential (it goes into every log line), else a new random one."""
-    given = [value for name, value in headers if name == REQUEST_ID_HEADER]
-    if len(given) == 1:
-        text = given[0].decode("latin-1")
-        if REQUEST_ID_PATTERN.fullmatch(text) and not redaction.redact_secrets(text)[1]:
-            return text
+def checked_request_id(given: Sequence[str]) -> str:
+    """The client's request id when it sent exactly one that passes ``REQUEST_ID_PATTERN`` and holds no credential
+    (it goes into every log line), else a new random one (32 hexadecimal digits)."""
+    if len(given) == 1 and REQUEST_ID_PATTERN.fullmatch(given[0]) and not redaction.redact_secrets(given[0])[1]:
+        return given[0]
     return uuid.uuid4().hex
+
+
+def request_id_from(headers: list[tuple[bytes, bytes]]) -> str:
+    """``checked_request_id`` of an HTTP request's ``X-Request-Id`` headers."""
+    return checked_request_id([value.decode("latin-1") for name, value in headers if name == REQUEST_ID_HEADER])
+
+
+@contextlib.contextmanager
+def handling(request_id: str) -> Iterator[str]:
+    """Log the lines of the block (and of the threads it starts with its context) with ``request_id``."""
+    token = _request_id.set(request_id)
+    try:
+        yield request_id
+    finally:
+        _request_id.reset(token)
 
 
 def request_ids(app: ASGIApp) -> ASGIApp:
@@ -71,11 +85,8 @@ def request_ids(app: ASGIApp) -> ASGIApp:
                                                     if h[0].lower() != REQUEST_ID_HEADER), header]}
             await send(message)
 
-        token = _request_id.set(request_id)
-        try:
+        with handling(request_id):
             await app(scope, receive, sending)
-        finally:
-            _request_id.reset(token)
 
     return with_request_id
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from litestar import Response, get
 from litestar.datastructures import State
+from litestar.handlers import HTTPRouteHandler
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
@@ -185,10 +186,13 @@ def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, documentation, value=value)
 
 
-@get("/metrics", summary="Prometheus metrics", include_in_schema=False, sync_to_thread=True)
-def metrics_endpoint(state: State) -> Response[bytes]:
-    """The text exposition format. Like every route but ``/api/_live``, it passes the Host and Origin checks and,
-    beyond loopback or with ``require_token``, needs the bearer token (Prometheus: ``authorization:
-    credentials_file``)."""
-    metrics: Metrics = state.metrics
-    return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+def metrics_route() -> HTTPRouteHandler:
+    """``GET /metrics`` (a new handler for each app): the text exposition format. Like every route but
+    ``/api/_live``, it passes the Host and Origin checks and, beyond loopback or with ``require_token``, needs the
+    bearer token (Prometheus: ``authorization: credentials_file``). Not in the OpenAPI document: it is not JSON."""
+    @get("/metrics", summary="Prometheus metrics", include_in_schema=False, sync_to_thread=True)
+    def metrics_endpoint(state: State) -> Response[bytes]:
+        metrics: Metrics = state.metrics
+        return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+
+    return metrics_endpoint
