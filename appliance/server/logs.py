@@ -42,11 +42,6 @@ TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s%(request_tag)s: %(message)s"
 _request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("kumiho_request_id", default=None)
 
 
-def current_request_id() -> str | None:
-    """The id of the request this code runs for (None outside a request)."""
-    return _request_id.get()
-
-
 def checked_request_id(given: Sequence[str]) -> str:
     """The client's request id when it sent exactly one that passes ``REQUEST_ID_PATTERN`` and holds no credential
     (it goes into every log line), else a new random one (32 hexadecimal digits)."""
@@ -131,8 +126,8 @@ class RequestIdFilter(logging.Filter):
     """Stamp each record with the id of the request it was logged for (``request_id``, None outside one)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        record.request_id = _request_id.get()
-        record.request_tag = f" [{record.request_id}]" if record.request_id else ""
+        request_id = _request_id.get()
+        record.__dict__.update(request_id=request_id, request_tag=f" [{request_id}]" if request_id else "")
         return True
 
 
@@ -174,7 +169,7 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, ensure_ascii=False, default=str)
 
 
-class _OurHandler(logging.StreamHandler):  # type: ignore[type-arg]  # StreamHandler is generic in typeshed only
+class _OurHandler(logging.StreamHandler[IO[str]]):
     """The handler ``configure`` installs (and replaces when called again)."""
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from litestar import Response, get
@@ -127,6 +128,13 @@ class Metrics:
         return measured
 
 
+@dataclass(frozen=True)
+class Sizes:
+    items: int
+    revisions: int
+    index_rows: int | None  # None: the index cannot be read (a damaged one is being rebuilt)
+
+
 class StateCollector(Collector):
     """What the appliance holds and is doing, read when Prometheus scrapes."""
 
@@ -134,15 +142,16 @@ class StateCollector(Collector):
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.services, self.ttl, self.clock = services, ttl, clock
         self._lock = threading.Lock()
-        self._sizes: tuple[float, dict[str, int | None]] | None = None
+        self._sizes: tuple[float, Sizes] | None = None
 
-    def sizes(self) -> dict[str, int | None]:
+    def sizes(self) -> Sizes:
         """Items, revisions and index rows, read at most once per ``ttl`` (scrapes from several Prometheus
         servers, or a quick one, cost nothing more)."""
         with self._lock:
             if self._sizes is not None and self.clock() - self._sizes[0] < self.ttl:
                 return self._sizes[1]
-            counted = {**self.services.graph.sizes(), "index_rows": self.services.index.count_if_readable()}
+            graph = self.services.graph.sizes()
+            counted = Sizes(graph["items"], graph["revisions"], self.services.index.count_if_readable())
             self._sizes = (self.clock(), counted)
             return counted
 
@@ -153,10 +162,10 @@ class StateCollector(Collector):
         info.add_metric([__version__], 1)
         yield info
         sizes = self.sizes()
-        yield _gauge("kumiho_store_items", "Items in the graph (memories and other entities)", sizes["items"])
-        yield _gauge("kumiho_store_revisions", "Revisions in the graph", sizes["revisions"])
-        if sizes["index_rows"] is not None:  # absent while a damaged index is set aside and rebuilt
-            yield _gauge("kumiho_index_rows", "Rows in the search index", sizes["index_rows"])
+        yield _gauge("kumiho_store_items", "Items in the graph (memories and other entities)", sizes.items)
+        yield _gauge("kumiho_store_revisions", "Revisions in the graph", sizes.revisions)
+        if sizes.index_rows is not None:  # absent while a damaged index is set aside and rebuilt
+            yield _gauge("kumiho_index_rows", "Rows in the search index", sizes.index_rows)
         worker = services.index_worker
         yield _gauge("kumiho_index_pending_revisions", "Revisions committed whose search index rows are not "
                      "written yet (the index lag; kept exact as writes commit)", worker.pending())
