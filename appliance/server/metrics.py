@@ -24,7 +24,7 @@ from litestar.datastructures import State
 from litestar.handlers import HTTPRouteHandler
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
 from appliance import __version__
@@ -42,6 +42,7 @@ UNMATCHED = "unmatched"  # the route label of a request no route matched (refuse
 # requests take milliseconds (reads) to minutes (a consolidation that waits for the model)
 HTTP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 JOB_LANES = ("interactive", "background")
+TEXT_FORMAT = "text/plain; version=0.0.4"  # the text format every Prometheus server reads
 
 
 def error_codes() -> frozenset[str]:
@@ -121,8 +122,7 @@ class Metrics:
             try:
                 await app(scope, receive, sending)
             finally:
-                route = scope.get("path_template") or UNMATCHED
-                self.http_answered(str(scope.get("method", "")), str(route), status[0],
+                self.http_answered(str(scope.get("method", "")), route_of(scope), status[0],
                                    time.perf_counter() - started)
 
         return measured
@@ -133,6 +133,17 @@ class Sizes:
     items: int
     revisions: int
     index_rows: int | None  # None: the index cannot be read (a damaged one is being rebuilt)
+
+
+def route_of(scope: Scope) -> str:
+    """The route template of a request Litestar routed (a mounted app such as ``/mcp`` has none of its own: the
+    path its handler is mounted at), else ``UNMATCHED``."""
+    template = scope.get("path_template")
+    if template:
+        return str(template)
+    handler = scope.get("route_handler")
+    mounted = sorted(getattr(handler, "paths", None) or ())
+    return str(mounted[0]) if mounted else UNMATCHED
 
 
 class StateCollector(Collector):
@@ -202,6 +213,6 @@ def metrics_route() -> HTTPRouteHandler:
     @get("/metrics", summary="Prometheus metrics", include_in_schema=False, sync_to_thread=True)
     def metrics_endpoint(state: State) -> Response[bytes]:
         metrics: Metrics = state.metrics
-        return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+        return Response(metrics.exposition(), media_type=TEXT_FORMAT)  # Litestar adds "; charset=utf-8"
 
     return metrics_endpoint

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 from mcp.client.session import ClientSession
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.parser import text_string_to_metric_families
 
 from appliance.core.ports import ModelTimeout
@@ -24,7 +25,7 @@ Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 def scrape(base_url: str, headers: dict[str, str] | None = None) -> Samples:
     answer = httpx.get(base_url + "/metrics", headers=headers, timeout=30)
     assert answer.status_code == 200, answer.text
-    assert answer.headers["content-type"].startswith("text/plain; version=0.0.4")
+    assert answer.headers["content-type"] == CONTENT_TYPE_PLAIN_0_0_4
     return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
             for family in text_string_to_metric_families(answer.text) for sample in family.samples}
 
