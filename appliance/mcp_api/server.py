@@ -83,6 +83,7 @@ def call(table: dict[str, Handler], name: str, arguments: dict[str, Any] | None,
     handler, op = table.get(name), operation(name)
     if handler is None or op is None:
         return error_result("not_found", f"unknown tool {name!r}; tools/list names the available ones")
+    log.debug("tool %s: running", name)  # (the arguments are never logged)
     try:
         _refuse_credential_headers(client)
         result, kinds = run(table, name, arguments, client)

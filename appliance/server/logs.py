@@ -81,7 +81,9 @@ def request_ids(app: ASGIApp) -> ASGIApp:
             await send(message)
 
         with handling(request_id):
-            await app(scope, receive, sending)
+            # a copy: Litestar rewrites the path of a mounted app's request (/mcp → /) in the scope it gets, and
+            # uvicorn's access line reads the scope it made
+            await app(dict(scope), receive, sending)
 
     return with_request_id
 
