@@ -5,6 +5,7 @@ of a damaged index, and while the real appliance serves."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -14,6 +15,8 @@ from appliance.errors import StorageError
 from appliance.graph import GraphStore
 from appliance.graph.memories import NewMemory
 from appliance.graph.revisions import NewRevision
+from appliance.portability.exporter import export_lines
+from appliance.portability.importer import Importer
 from appliance.search.index import SearchIndex
 from appliance.search.sync import IndexSync
 from tests.inprocess import serve_in_process
@@ -57,6 +60,17 @@ def test_every_kind_of_write_keeps_the_count_equal_to_the_scan(stack: Stack) -> 
     assert agree(graph) == 5
     graph.delete_space("/P/a", force=True)
     assert agree(graph) == 0
+
+
+def test_an_import_counts_the_revisions_it_loads(make_stack: Callable[[], Stack], tmp_path: Path) -> None:
+    source, target = make_stack(), make_stack()
+    for n in range(3):
+        source.memory("/P/a", f"m{n}", f"M{n}", "s")
+    exported = tmp_path / "export.jsonl"
+    exported.write_text("".join(export_lines(source.graph, tmp_path / "artifacts")))
+    assert agree(target.graph) == 0
+    Importer(target.graph, tmp_path / "target-artifacts").run(exported)  # bulk loads (COPY) the revisions
+    assert agree(target.graph) == 3
 
 
 def test_a_rolled_back_write_changes_nothing(stack: Stack) -> None:
