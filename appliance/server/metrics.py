@@ -207,8 +207,8 @@ def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
 
 
 def metrics_route() -> HTTPRouteHandler:
-    """``GET /metrics`` (a new handler for each app): the text exposition format. Like every route but
-    ``/api/_live``, it passes the Host and Origin checks and, beyond loopback or with ``require_token``, needs the
+    """``GET /metrics`` (a new handler for each app): the text exposition format. Like the API routes (all but
+    ``/api/_live``), it passes the Host and Origin checks and, beyond loopback or with ``require_token``, needs the
     bearer token (Prometheus: ``authorization: credentials_file``). Not in the OpenAPI document: it is not JSON."""
     @get("/metrics", summary="Prometheus metrics", include_in_schema=False, sync_to_thread=True)
     def metrics_endpoint(state: State) -> Response[bytes]:
