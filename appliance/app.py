@@ -53,6 +53,7 @@ from appliance.inference.embedding import HashingEmbedder, OnnxEmbedder, default
 from appliance.inference.factory import chat_model as configured_model
 from appliance.inference.install import model_search_path
 from appliance.inference.models import verified
+from appliance.inference.observed import ModelMetrics, ObservedEmbedder, observed_model
 from appliance.inference.response_cache import with_response_cache
 from appliance.inference.selection import model_for_call
 from appliance.jobs import JobQueue
@@ -74,6 +75,8 @@ from appliance.search.sync import IndexSync
 from appliance.search.worker import IndexWorker
 from appliance.server.callers import caller_middleware
 from appliance.server.door import ASGIApp, DoorPolicy, bounded_body, front_door
+from appliance.server.logs import request_ids
+from appliance.server.metrics import Metrics, metrics_route
 from appliance.services import Family, Parts, families, handlers
 from appliance.services.audit import AuditRetention
 from appliance.services.calls import Operations
@@ -104,6 +107,7 @@ class Services:
     backups: Backups
     snapshots: Snapshots
     memory_api: MemoryApi  # seed 001's Memory interface (/api/v1/memories, `kumiho-ce memory`)
+    model_metrics: ModelMetrics  # the chat model's and the embedder's calls (each app registers them: /metrics)
 
     def perform(self, name: str, arguments: dict[str, Any] | None = None, client: Client | None = None
                 ) -> dict[str, Any]:
@@ -146,15 +150,17 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
             sweep_artifacts(data_dir.root / "artifacts", graph.artifact_locations())
             feed = EventFeed(settings.events, graph.last_event_seq())  # before anything else writes
             graph.on_events(feed.graph_events)
-            embedder = make_embedder(settings)
+            model_metrics = ModelMetrics()
+            embedder = ObservedEmbedder(make_embedder(settings), model_metrics)
             moved = repair.set_aside_if_damaged(data_dir.root / "index")  # rebuilt in the background
             index = SearchIndex(data_dir.root / "index", embedder.dim, embedder.model_id, index_caches(settings))
             worker = IndexWorker(IndexSync(graph, index, embedder), settings.search.sync_interval_seconds,
                                  rebuilding=moved, optimize_every=settings.search.compact_every_rows)
             worker.start()
             working = WorkingMemory.open(data_dir.root / "working")
-            model = chat_model or with_response_cache(
-                settings, configured_model(settings.inference, models))
+            # counted inside the response cache: an answer from the cache is no model call
+            model = observed_model(chat_model, model_metrics) if chat_model else with_response_cache(
+                settings, observed_model(configured_model(settings.inference, models), model_metrics))
             jobs = JobQueue()
             jobs.subscribe(feed.job_changed)
             jobs.start()
@@ -178,7 +184,7 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
                 yield Services(settings, data_dir, graph, index, search, worker, working, built, jobs, model,
                                maintenance, Operations(handlers(built), settings.kumiho.default_project), feed,
                                hygiene, backups, snapshots,
-                               MemoryApi(settings, graph, parts.writer, parts.recaller))
+                               MemoryApi(settings, graph, parts.writer, parts.recaller), model_metrics)
             finally:
                 feed.close()  # no event stream outlives the stores (the server ends them earlier: runner.run)
                 snapshots.stop()
@@ -274,8 +280,9 @@ def build_app(services: Services) -> ApplianceApp:
     request passes them, an unknown path or method too. Raises ConfigError when the token is unusable."""
     settings = services.settings
     health = HealthProbe(services.graph, services.search, services.feed, services.index_worker)
-    mcp = session_manager(
-        build_server(handlers(services.families), settings.kumiho.default_project))
+    served = handlers(services.families)
+    metrics = Metrics(services, served)
+    mcp = session_manager(build_server(served, settings.kumiho.default_project, on_call=metrics.tool_called))
 
     @asgi("/mcp", is_mount=True, copy_scope=True, opt={"door": "mcp"})
     async def mcp_endpoint(scope: Any, receive: Any, send: Any) -> None:
@@ -290,10 +297,10 @@ def build_app(services: Services) -> ApplianceApp:
         route_handlers=[AuditController, HealthController, SearchController, JobsController, mcp_endpoint,
                         KumihoRestController, EventsController, ConsoleController, MovedJobsController, ui_router(),
                         HygieneController, PortabilityController, BackupsController, MemoriesController,
-                        MemoryProxyController, OpenAIController],
+                        MemoryProxyController, OpenAIController, metrics_route()],
         lifespan=[run_mcp],
         middleware=[caller_middleware],  # who is calling: the audit trail and the read-only guard read it
-        state=State({"services": services, "health": health}),
+        state=State({"services": services, "health": health, "metrics": metrics}),
         exception_handlers=HANDLERS,  # type: ignore[arg-type]  # each handler takes its own exception class
         request_max_body_size=settings.http.max_body_bytes,
         openapi_config=OpenAPIConfig(
@@ -308,13 +315,14 @@ def build_app(services: Services) -> ApplianceApp:
     # built now, before the first request serves it: every operation's error answers, as problem documents
     document_problems(litestar.openapi_schema, open_paths=OPEN_PATHS)
     document_openai_errors(litestar.openapi_schema)  # /v1 answers its own errors in OpenAI's shape
-    # outermost first: Host/Origin (CORS, cross-site writes) → the token (beyond loopback or required) → the
-    # bounded body → the routes.
+    # outermost first: the request id (in every log line of the request) → the metrics → Host/Origin (CORS,
+    # cross-site writes) → the token (beyond loopback or required) → the bounded body → the routes.
     # Litestar types its ASGI scope and events as TypedDicts; the wrappers take any ASGI app (plain dicts).
     app = bounded_body(settings.http.max_body_bytes)(cast(ASGIApp, litestar))
     if settings.token_required:
         app = token_guard(services.token)(app)
-    return ApplianceApp(front_door(DoorPolicy.from_settings(settings))(app), litestar)
+    return ApplianceApp(request_ids(metrics.middleware(front_door(DoorPolicy.from_settings(settings))(app))),
+                        litestar)
 
 
 @dataclass(frozen=True)

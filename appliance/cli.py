@@ -10,15 +10,14 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import urllib.parse
 from collections.abc import Sequence
 
 from appliance import __version__, cli_backup, cli_memory, cli_portability, cli_revka
 from appliance import cli_hygiene as hygiene_cli
 from appliance.config import Settings, load_settings, render_toml, resolve_config_path
-from appliance.core import redaction
 from appliance.errors import KumihoError
 from appliance.inference import models_cli
+from appliance.server import logs
 from appliance.server.allocator import limit_malloc_arenas
 
 log = logging.getLogger("appliance")
@@ -85,29 +84,9 @@ def _settings(args: argparse.Namespace, **overrides: object) -> Settings:
     return load_settings(resolve_config_path(args.config), **given)
 
 
-class _NoCredentials(logging.Filter):
-    """No credential reaches the log: at debug level access lines show query strings (percent-encoded, so they
-    are read decoded too), and libraries log what they received before a tool call is dispatched and redacted."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            message = record.getMessage()
-        except Exception:  # a malformed log call: the handler reports it as usual (handleError)
-            return True
-        for text in (message, urllib.parse.unquote_plus(message)):
-            cleaned, kinds = redaction.redact_secrets(text)
-            if kinds:
-                record.msg, record.args = cleaned, ()
-                message = cleaned
-        return True
-
-
-def _configure_logging(level: str) -> None:
+def _configure_logging(level: str, settings: Settings | None = None) -> None:
     # stderr only: in stdio MCP mode stdout carries nothing but protocol
-    logging.basicConfig(level=level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(_NoCredentials())
+    logs.configure(level, settings.log_format if settings is not None else "auto")
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -115,7 +94,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from appliance.server.idle import IdleWatch
 
     settings = _settings(args, host=args.host, port=args.port)
-    _configure_logging("debug" if args.debug else settings.log_level)
+    _configure_logging("debug" if args.debug else settings.log_level, settings)
     if settings.token_required:
         configured_token(settings)  # an unusable api_token stops the start before anything is loaded
 
@@ -162,7 +141,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from appliance.mcp_api.shim import Shim
 
     settings = _settings(args)
-    _configure_logging("debug" if args.debug else "warning")
+    _configure_logging("debug" if args.debug else "warning", settings)
     Shim(settings, args.config).run()
     return 0
 
@@ -188,7 +167,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     from appliance.search.sync import IndexSync
 
     settings = _settings(args)
-    _configure_logging("debug" if args.debug else "warning")
+    _configure_logging("debug" if args.debug else "warning", settings)
     data_dir = DataDir(settings.data_dir)
     data_dir.ensure()
     with data_dir.lock(), GraphStore.open(data_dir.graph_path, buffer_pool_mb=settings.graph.buffer_pool_mb,

@@ -347,6 +347,10 @@ class Settings(BaseSettings):
     require_token: bool = Field(False, description="require the bearer token on loopback too (a machine other "
                                 "users share); beyond loopback it is always required. /api/_live stays open")
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="log to stderr at this level")
+    log_format: Literal["auto", "text", "json"] = Field(
+        "auto", description="how log lines look on stderr: text (one line of words each), json (one JSON object "
+        "each: ts, level, logger, message, request_id, exception), or auto: json under systemd (stderr is the "
+        "journal) and in a container, text on a terminal and anywhere else")
     idle_exit_minutes: float = Field(30.0, ge=0, le=10080, description="an appliance that `kumiho-ce mcp` started "
                                      "in the background exits after this long with no request and no running "
                                      "job (the next `kumiho-ce mcp` starts it again); 0 = never. One started "

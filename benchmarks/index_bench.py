@@ -6,6 +6,8 @@
 * ``outbox_read_ms``: the search-index outbox read on graphs of 10k and 100k revisions written offline
   (``--keep DIR`` reuses them): ``scan_all_ms``, the scan of every revision for waiting ones (nothing
   pending), and ``one_item_ms``, the read of one item's waiting revisions (what a stage reads);
+* ``pending_scan_ms`` / ``pending_kept_ms``: readiness' ``pending`` (the outbox's size) by a count over every
+  revision, and as the graph keeps it as writes commit;
 * ``store_then_recall``: in-process on real stores (the real services, no HTTP), the wait a recall pays for
   read-your-writes right after a store (``wait_synced``), p50/p95, with 1 and 8 storing threads, and the
   store itself;
@@ -71,6 +73,17 @@ def outbox_read(root: Path, revisions: int, rounds: int = 30) -> dict[str, Any]:
             assert graph.unindexed(128) == []
             scans.append((time.perf_counter() - started) * 1000)
         result: dict[str, Any] = {"scan_all_ms": stats(scans)}
+        if hasattr(graph, "count_unindexed"):  # readiness' pending: the count a scan makes, and the one kept
+            counted, kept = [], []
+            graph.pending_count()  # the first call reads the outbox once
+            for _ in range(rounds):
+                started = time.perf_counter()
+                assert graph.count_unindexed() == 0
+                counted.append((time.perf_counter() - started) * 1000)
+                started = time.perf_counter()
+                assert graph.pending_count() == 0
+                kept.append((time.perf_counter() - started) * 1000)
+            result["pending_scan_ms"], result["pending_kept_ms"] = stats(counted), stats(kept)
         if hasattr(graph, "unindexed_of_items"):  # the read by items that stages and rounds use instead
             middle = revisions // 2
             item = f"kref://{PROJECT}/s{middle % 6}/m{middle}.conversation"

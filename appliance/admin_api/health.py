@@ -63,7 +63,7 @@ class HealthController(Controller):
         return Ready(status="ready", deployment_mode=DEPLOYMENT_MODE, version=__version__,
                      schema_version=services.graph.schema_version(),
                      search=SearchReadiness(embedder=services.index.model_id, rows=services.index.count_if_readable(),
-                                            pending=services.graph.pending_count(), sync_error=worker.sync_error(),
+                                            pending=worker.pending(), sync_error=worker.sync_error(),
                                             **worker.state()))
 
     @get("/_health", summary="Component health: graph store, event feed, embedder, search index",

@@ -142,9 +142,11 @@ def _refs(value: Any) -> list[str]:
 
 
 def local_model(model: ChatModel) -> ChatModel:
-    """The appliance's chat model without the response cache around it (``CachedModel.model``)."""
-    inner = getattr(model, "model", None)
-    return inner if inner is not None and hasattr(inner, "complete_text") else model
+    """The appliance's chat model without what wraps it: the response cache (``CachedModel.model``) and the
+    metrics' counting (``ObservedModel.model``)."""
+    while (inner := getattr(model, "model", None)) is not None and hasattr(inner, "complete_text"):
+        model = inner
+    return model
 
 
 def run_chat(model: ChatModel, call: ChatCall, default_max_tokens: int, cancel: threading.Event) -> Completion:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -204,6 +204,12 @@ class StoreBase:
         self._event_listeners: list[Callable[[list[dict[str, Any]]], None]] = []
         # the operator's read-only namespaces and the audit trail (write_policy.py); the appliance sets it
         self.policy = WritePolicy()
+        # the search-index outbox (revisions with ``indexed = false``), kept so that its size needs no scan of
+        # every revision (``OutboxStore.pending_count``): read once, then changed by each committed write that
+        # creates, flags, indexes or deletes revisions (after its commit: a rolled-back write changes nothing).
+        # None until read; only the writer thread changes it.
+        self._unindexed: set[str] | None = None
+        self._unindexed_lock = threading.Lock()
 
     def _now(self) -> str:
         return iso(self._clock())
@@ -220,6 +226,25 @@ class StoreBase:
         that clears ``indexed`` on a revision it did not create calls this (``_dirty`` does)."""
         if revisions:
             tx.after_commit(lambda: self._note_dirtied(revisions))
+            self._outbox_change(tx, add=revisions)
+
+    def _created(self, tx: Tx, revisions: list[str]) -> None:
+        """Every write that creates revisions (they start with ``indexed = false``) calls this: the outbox's
+        size (``pending_count``) counts them once ``tx`` commits."""
+        self._outbox_change(tx, add=revisions)
+
+    def _outbox_change(self, tx: Tx, add: Sequence[str] = (), drop: Sequence[str] = ()) -> None:
+        """Change the kept outbox once ``tx`` commits (on the writer thread, before the commit listeners)."""
+        if not add and not drop:
+            return
+
+        def change() -> None:
+            with self._unindexed_lock:
+                if self._unindexed is not None:
+                    self._unindexed.update(add)
+                    self._unindexed.difference_update(drop)
+
+        tx.after_commit(change)
 
     def _note_dirtied(self, revisions: list[str]) -> None:
         """On the writer thread, after the commit (``commits`` is its number)."""
@@ -239,6 +264,7 @@ class StoreBase:
         index sync drops them; after a crash, its repair on start does)."""
         if revisions:
             tx.after_commit(lambda: self._queue_removed(revisions))
+            self._outbox_change(tx, drop=revisions)  # a deleted revision no longer waits for the index
 
     def _queue_removed(self, revisions: list[str]) -> None:
         with self._removed_lock:

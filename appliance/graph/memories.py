@@ -151,6 +151,7 @@ class MemoryStore(StoreBase):
             self.policy.guard(routing_key, kref)
         params = {"now": now, "u": LOCAL_USER}
         tx.unwind(_NEW_ITEMS, new_rows, params)
+        self._created(tx, [row["id"] for row in new_rows] + [row["id"] for row, _ in later])
         for row, dirtied in later:
             tx.run(_END_SPANS, {**params, "item": row["item"], "tags": row["tags"]})
             tx.run(_NEXT_REVISION, {**params, **row})

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from appliance.errors import StorageError
 from appliance.graph._support import StoreBase, archived_projects, item_of, loads, to_kref
 from appliance.graph.engine import Tx
 
@@ -128,8 +129,11 @@ class OutboxStore(StoreBase):
         told the number of this commit before the commit listeners hear of it (the index worker's own commits
         change nothing a reader waits for)."""
         def job(tx: Tx) -> None:
-            tx.unwind("UNWIND $rows AS row MATCH (r:Revision {id: row.id}) WHERE r.modified_at = row.m "
-                      "SET r.indexed = true", [{"id": d.revision_id, "m": d.modified_at} for d in docs])
+            if docs:  # Kùzu cannot type an empty list parameter
+                cleared = tx.rows("UNWIND $rows AS row MATCH (r:Revision {id: row.id}) WHERE r.modified_at = row.m "
+                                  "SET r.indexed = true RETURN r.id",
+                                  {"rows": [{"id": d.revision_id, "m": d.modified_at} for d in docs]})
+                self._outbox_change(tx, drop=[row[0] for row in cleared])
             if committed is not None:
                 tx.after_commit(lambda: committed(self._engine.commits))
 
@@ -143,12 +147,42 @@ class OutboxStore(StoreBase):
 
     def mark_all_unindexed(self) -> None:
         """Queue every revision for indexing (reindex)."""
-        self._engine.write(lambda tx: tx.run("MATCH (r:Revision) SET r.indexed = false"))
+        def job(tx: Tx) -> None:
+            tx.run("MATCH (r:Revision) SET r.indexed = false")
+            self._outbox_change(tx, add=[row[0] for row in tx.rows("MATCH (r:Revision) RETURN r.id")])
+
+        self._engine.write(job)
 
     def revision_krefs(self) -> set[str]:
         return {to_kref(r[0]) for r in self._engine.read(lambda tx: tx.rows("MATCH (r:Revision) RETURN r.id"))}
 
     def pending_count(self) -> int:
+        """Revisions waiting for the search index, exactly, without a scan: the outbox as the commits so far left
+        it (``_outbox_change``). The first call reads it (``count_unindexed``'s scan), between two commits."""
+        with self._unindexed_lock:
+            if self._unindexed is not None:
+                return len(self._unindexed)
+        if self._engine.read_only:
+            return self.count_unindexed()
+        try:
+            self._engine.hold(self._load_unindexed)
+        except StorageError:  # asked inside a write (no hold there): that transaction's own view, scanned
+            return self.count_unindexed()
+        with self._unindexed_lock:
+            return len(self._unindexed or ())
+
+    def _load_unindexed(self, tx: Tx) -> None:
+        """Read the outbox (between two commits: see ``KuzuEngine.hold``), once."""
+        with self._unindexed_lock:
+            if self._unindexed is not None:
+                return
+        found = {row[0] for row in tx.rows("MATCH (r:Revision) WHERE NOT r.indexed RETURN r.id")}
+        with self._unindexed_lock:
+            self._unindexed = found
+
+    def count_unindexed(self) -> int:
+        """The outbox's size by a scan of every revision (~100 ms at 100k revisions): what ``pending_count``
+        keeps without one (its tests compare the two)."""
         return int(self._engine.read(lambda tx: tx.scalar(
             "MATCH (r:Revision) WHERE NOT r.indexed RETURN count(r)")))
 

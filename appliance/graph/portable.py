@@ -166,6 +166,7 @@ class PortableStore(StoreBase):
             if len(batch):
                 at = self._now()
                 seqs = _load(tx, batch)
+                self._created(tx, [revision["id"] for revision in batch.revisions])
                 self.policy.record(tx, at, [(-1, routing_key, kref) for routing_key, kref in batch.changes]
                                    + [(seq, "event.imported", kref) for seq, kref in seqs])
             return batch

@@ -84,6 +84,7 @@ class RevisionStore(StoreBase):
                "created_at: $now, modified_at: $now, author: $u, username: $u, deprecated: false, "
                "default_artifact: '', indexed: false}) "
                "CREATE (i)-[:TAGGED {tag: 'latest', since: $now, until: ''}]->(r)", params)
+        self._created(tx, [node_id])
         self._event(tx, "revision.created", to_kref(node_id))
         return revision_from(node, [names.LATEST])
 
@@ -442,6 +443,7 @@ class RevisionStore(StoreBase):
                 "row.dflt AS da, false AS ix", [{k: p[k] for k in ("item", "id", "number", "m", "dflt")}
                                                 for p in plan], params)
         tx.copy("HAS_REVISION", "row.item AS f, row.id AS t", [{"item": p["item"], "id": p["id"]} for p in plan])
+        self._created(tx, [p["id"] for p in plan])
         self._bulk_artifacts(tx, plan, params)
         last = {p["item"]: p["id"] for p in plan}
         existing = [{"item": i, "next": numbers[i]} for i in last if i not in new_items]

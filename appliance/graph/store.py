@@ -239,9 +239,15 @@ class GraphStore(BundleStore, ArtifactStore, LinkStore, OutboxStore, OverviewSto
         def job(tx: Tx) -> dict[str, int]:
             counts = {t.lower() + "s": int(tx.scalar(f"MATCH (n:{t}) RETURN count(n)")) for t in COUNTED_TABLES}
             counts["edges"] = int(tx.scalar("MATCH ()-[e:LINK]->() RETURN count(e)"))
-            counts["unindexed_revisions"] = int(tx.scalar(
-                "MATCH (r:Revision) WHERE NOT r.indexed RETURN count(r)"))
             return counts
+
+        return {**self._engine.read(job), "unindexed_revisions": self.pending_count()}
+
+    def sizes(self) -> dict[str, int]:
+        """Items and revisions in the graph (the metrics read them, at most every few seconds)."""
+        def job(tx: Tx) -> dict[str, int]:
+            return {"items": int(tx.scalar("MATCH (i:Item) RETURN count(i)")),
+                    "revisions": int(tx.scalar("MATCH (r:Revision) RETURN count(r)"))}
 
         return self._engine.read(job)
 

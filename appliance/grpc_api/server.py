@@ -12,6 +12,7 @@ credentials as the MCP door's are.
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import logging
 import os
@@ -32,6 +33,7 @@ from appliance.errors import KumihoError
 from appliance.grpc_api.descriptor import METHODS, SERVICE_NAME, Method
 from appliance.grpc_api.errors import UNEXPECTED, Unimplemented, status_of
 from appliance.memory.client import Client
+from appliance.server import logs
 
 if TYPE_CHECKING:
     from appliance.app import Services
@@ -225,6 +227,7 @@ class _Serving:
     def __init__(self, server: GrpcServer, call: RpcCall, method: str, context: grpc.ServicerContext) -> None:
         self._server, self._call, self._method, self._context = server, call, method, context
         self._calling: Any = None
+        self._handling: Any = None
 
     def __enter__(self) -> RpcCall:
         server = self._server
@@ -236,9 +239,17 @@ class _Serving:
         client = self._call.metadata.get("user-agent", "")
         self._calling = calling(Caller("grpc", client, self._method))
         self._calling.__enter__()
+        # the call's log lines carry its id (the client's x-request-id when safe to log), returned in the metadata
+        request_id = logs.checked_request_id([value for key, value in self._context.invocation_metadata()
+                                              if key.lower() == "x-request-id" and isinstance(value, str)])
+        self._handling = logs.handling(request_id)
+        self._handling.__enter__()
+        with contextlib.suppress(ValueError):  # grpcio's "no longer allowed": the call has ended already
+            self._context.send_initial_metadata((("x-request-id", request_id),))
         return self._call
 
     def __exit__(self, *exc: object) -> None:
+        self._handling.__exit__(*exc)
         self._calling.__exit__(*exc)
         server = self._server
         with server._lock:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import logging
+import time
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -81,6 +83,7 @@ def call(table: dict[str, Handler], name: str, arguments: dict[str, Any] | None,
     handler, op = table.get(name), operation(name)
     if handler is None or op is None:
         return error_result("not_found", f"unknown tool {name!r}; tools/list names the available ones")
+    log.debug("tool %s: running", name)  # (the arguments are never logged)
     try:
         _refuse_credential_headers(client)
         result, kinds = run(table, name, arguments, client)
@@ -96,6 +99,14 @@ def call(table: dict[str, Handler], name: str, arguments: dict[str, Any] | None,
     if kinds:
         result = {**result, "redacted": sorted({*result.get("redacted", []), *kinds})}
     return _text_result(result, False)
+
+
+def _error_code(result: types.CallToolResult) -> str | None:
+    """The code of an error answer (``{"error": {"code", …}}``), None for a result."""
+    if not result.is_error:
+        return None
+    error = (result.structured_content or {}).get("error")
+    return str(error.get("code", "internal")) if isinstance(error, dict) else "internal"
 
 
 def _refuse_credential_headers(client: Client) -> None:
@@ -129,7 +140,9 @@ def check_complete(table: dict[str, Handler]) -> None:
                                         *(["no operation declares " + ", ".join(unknown)] if unknown else [])]))
 
 
-def build_server(table: dict[str, Handler], default_project: str) -> Server[Any]:
+def build_server(table: dict[str, Handler], default_project: str,
+                 on_call: Callable[[str, float, str | None], None] | None = None) -> Server[Any]:
+    """``on_call(tool, seconds, error code or None)`` is told of every tool call answered (the metrics)."""
     check_complete(table)
     served = tools()  # the switches are read once, when the server is built, not on every call
     listed = [_tool(op) for op in served.values()]
@@ -139,11 +152,16 @@ def build_server(table: dict[str, Handler], default_project: str) -> Server[Any]
         return types.ListToolsResult(tools=listed)  # one page: agent hosts read it once, without paging
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        started = time.perf_counter()
         try:
             client = client_from(ctx.request, default_project)
         except KumihoError as exc:
-            return _text_result({"error": exc.to_dict()}, True)
-        return await anyio.to_thread.run_sync(call, table, params.name, params.arguments, client)
+            result = _text_result({"error": exc.to_dict()}, True)
+        else:
+            result = await anyio.to_thread.run_sync(call, table, params.name, params.arguments, client)
+        if on_call is not None:
+            on_call(params.name, time.perf_counter() - started, _error_code(result))
+        return result
 
     return Server("kumiho-ce", version=__version__, title="kumiho-ce memory",
                   instructions="Engage memory before answering (kumiho_memory_engage); reflect after "

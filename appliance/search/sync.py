@@ -83,7 +83,7 @@ class IndexSync:
 
     def run_pending(self, progress: Progress | None = None) -> int:
         """Index every revision waiting in the outbox; returns how many rows were written."""
-        total = self.graph.pending_count() if progress else 0  # a full scan: only for a progress bar
+        total = self.graph.pending_count() if progress else 0  # for a progress bar
         self.drop_removed()
         done = 0
         while indexed := self.next_batch():

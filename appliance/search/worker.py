@@ -122,6 +122,7 @@ class IndexWorker:
         self._thread = threading.Thread(target=self._loop, name="index-sync", daemon=True)
         self.last_error: str | None = None  # the failed round's error, for the log: clients get ``sync_error()``
         self.last_failed_at: datetime | None = None
+        self.failed_rounds = 0  # since start (the metrics' kumiho_index_sync_failures_total)
 
     def start(self) -> None:
         self.sync.graph.subscribe(self._on_commit)  # a graph commit wakes the sync
@@ -223,6 +224,11 @@ class IndexWorker:
             self._covered.discard(self._floor)
         self._progress.notify_all()
 
+    def pending(self) -> int:
+        """Revisions committed whose index rows are not written yet (the graph's outbox, counted as commits change
+        it: no scan). Staged ones among them are searchable already (``staged``)."""
+        return self.sync.graph.pending_count()
+
     def staged(self) -> int:
         """Rows searchable in memory whose table write is still queued."""
         with self._queue_lock:
@@ -283,6 +289,7 @@ class IndexWorker:
                 self._check_due = False
                 self._heal()
             if first:
+                log.info("search index sync: %d revisions wait for the index", self.pending())  # (reads the outbox)
                 self.sync.index.resident()  # load the in-memory rows now, not on the first query
                 repaired = self.sync.repair()
                 self._written += repaired.indexed
@@ -299,6 +306,7 @@ class IndexWorker:
             return "ok"
         except Exception as exc:  # keep serving; the outbox keeps the work for the next round
             self.last_error, self.last_failed_at = repair.describe(exc), datetime.now(UTC)
+            self.failed_rounds += 1
             if self._heal():
                 log.warning("index sync failed (%s); the damaged index was replaced", self.last_error)
                 return "healed"

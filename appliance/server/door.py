@@ -45,7 +45,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 _WILDCARDS = frozenset({"0.0.0.0", "::", ""})
 _CORS_METHODS = b"GET, POST, DELETE, OPTIONS"
 _CORS_HEADERS = (b"authorization, content-type, accept, mcp-protocol-version, mcp-session-id, last-event-id, "
-                 b"x-kumiho-project, x-kumiho-retrieval-limit, x-kumiho-session, x-kumiho-token")
+                 b"x-kumiho-project, x-kumiho-retrieval-limit, x-kumiho-session, x-kumiho-token, x-request-id")
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 # the body types a <form> or a cross-site fetch() may send without a CORS preflight (the Fetch standard's
 # CORS-safelisted Content-Type values); a body without a type is sent without one too
@@ -250,7 +250,7 @@ def _with_cors(send: Send, origin: bytes) -> Send:
     async def sending(message: Message) -> None:
         if message["type"] == "http.response.start":
             message = {**message, "headers": [*message.get("headers", []), *_cors_headers(origin),
-                                              (b"access-control-expose-headers", b"mcp-session-id")]}
+                                              (b"access-control-expose-headers", b"mcp-session-id, x-request-id")]}
         await send(message)
 
     return sending

@@ -71,3 +71,13 @@ def test_grpc_turned_off_tells_every_call_so_and_http_still_works(tmp_path: Path
             assert error.code() == grpc.StatusCode.UNIMPLEMENTED
             assert "[kumiho] grpc setting" in (error.details() or "")
         running.stop()
+
+
+def test_a_call_answers_its_request_id_in_the_initial_metadata(stub: Stub) -> None:
+    _, kept = stub.GetProjects.with_call(msg("GetProjectsRequest"), timeout=30,
+                                         metadata=(("x-request-id", "grpc-0005"),))
+    assert ("x-request-id", "grpc-0005") in kept.initial_metadata()
+    _, made = stub.GetProjects.with_call(msg("GetProjectsRequest"), timeout=30,
+                                         metadata=(("x-request-id", "not safe to log"),))
+    chosen = dict(made.initial_metadata())["x-request-id"]
+    assert chosen != "not safe to log" and len(chosen) == 32 and int(chosen, 16) >= 0
