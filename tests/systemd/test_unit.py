@@ -105,7 +105,7 @@ def test_the_install_script_dry_run_shows_every_step_and_changes_nothing(tmp_pat
     assert plan.returncode == 0, plan.stderr
     steps = plan.stdout
     for expected in (f"install -d -m 0700 {root}/var/lib/kumiho-ce", f"-m venv {root}/opt/kumiho-ce/.venv",
-                     "install --force-reinstall --no-deps " + str(tmp_path / "wheels"), f"install {ROOT}",
+                     "install --force-reinstall --no-deps " + str(tmp_path / "wheels"), f"cp -R {ROOT}/pyproject.toml",
                      f"{root}/opt/kumiho-ce/.venv/share/kumiho-ce/models",
                      f"{UNIT} {root}/etc/systemd/system/kumiho-ce.service",
                      f"{TEMPLATE} {root}/etc/kumiho-ce/config.toml"):
