@@ -27,7 +27,8 @@ def batch(namespace: str) -> dict[str, object]:
 
 
 class Writer(threading.Thread):
-    """Stores batches, each in a namespace of its own, until the appliance is gone; what each answer was."""
+    """Stores batches, each in a namespace of its own, until one is refused (the appliance is stopping or gone);
+    what each answer was."""
 
     def __init__(self, base_url: str, name: str, gone: threading.Event) -> None:
         super().__init__(daemon=True)
@@ -47,8 +48,9 @@ class Writer(threading.Thread):
                 except httpx.TransportError as exc:
                     outcome = f"refused ({type(exc).__name__})"
                 self.outcomes[namespace] = outcome
-                if outcome == "committed":
-                    self.committed.release()
+                if outcome != "committed":
+                    return
+                self.committed.release()
 
 
 def test_writes_under_way_at_sigterm_are_finished_or_refused_never_half_written(tmp_path: Path) -> None:

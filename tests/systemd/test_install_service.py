@@ -72,8 +72,8 @@ def test_the_install_script_and_the_units_commands_give_a_ready_appliance_with_i
     assert doctor["chat_model"]["status"] == "ok" and str(model) in doctor["chat_model"]["detail"], doctor
     models = found["models"]
     assert isinstance(models, subprocess.CompletedProcess) and models.returncode == 0, models
-    default = json.loads(models.stdout)[0]
-    assert default["installed"] and default["path"] == str(model), default
+    assert json.loads(models.stdout) == {"name": next(iter(chat_models())), "path": str(model),
+                                         "found_in": "installation"}, models.stderr
 
     # again: an upgrade in place keeps the operator's configuration
     config.write_text('log_level = "debug"\n')

@@ -78,7 +78,7 @@ def test_the_configuration_template_is_the_defaults_and_each_of_its_lines_loads(
     config = tmp_path / "config.toml"
     text = TEMPLATE.read_text()
     config.write_text(text)
-    assert load_settings(config, data_dir=tmp_path) == load_settings(None, data_dir=tmp_path)
+    assert load_settings(config, data_dir=tmp_path).model_dump() == load_settings(None, data_dir=tmp_path).model_dump()
     settings_lines = [i for i, line in enumerate(text.splitlines()) if re.match(r"# [a-z_]+ = \S", line)]
     assert len(settings_lines) >= 8
     for i in settings_lines:
