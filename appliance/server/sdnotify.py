@@ -104,7 +104,8 @@ class Watchdog:
             log.warning("watchdog: the previous health check has not returned yet (a store does not answer): "
                         "no ping")
             return False
-        self._pending = pending = concurrent.futures.Future()
+        pending: concurrent.futures.Future[bool] = concurrent.futures.Future()
+        self._pending = pending
         # a daemon thread: a check stuck for ever never holds the process at exit
         threading.Thread(target=self._call, args=(pending,), name="watchdog-check", daemon=True).start()
         # polled rather than awaited through a callback: a check that returns after the loop has closed (a stop)
