@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 import appliance
+from appliance.inference import models
 from appliance.mcp_api import catalogue
 
 SOURCE = Path(appliance.__file__).resolve().parent  # the appliance/ under test
@@ -33,6 +34,7 @@ PROBE = """
 import json, sys
 import appliance
 from appliance.inference import models, prompts
+from appliance.inference import models
 from appliance.mcp_api import catalogue
 
 print(json.dumps({
@@ -143,3 +145,21 @@ def test_the_installed_command_starts(installed: Installed) -> None:
     assert "serve" in done.stdout and "doctor" in done.stdout
     version = installed.run(installed.venv / "bin" / "kumiho-ce", "version")
     assert version.returncode == 0 and version.stdout.strip() == appliance.__version__
+
+
+def test_the_installed_command_finds_a_model_in_its_own_environment(installed: Installed) -> None:
+    """The installation's models directory is the environment's share/kumiho-ce/models: a model placed there once
+    (as `make models`, the image and the bundle do) is found whatever the data directory."""
+    name, entry = next((n, e) for n, e in models.manifest()["chat"].items() if e.get("default"))
+    placed = installed.venv / "share" / "kumiho-ce" / "models" / entry["file"]
+    placed.parent.mkdir(parents=True)
+    with placed.open("wb") as handle:  # sparse: found by its size; the sha256 is checked at load and by verify
+        handle.truncate(entry["size"])
+    try:
+        for data_dir in ("first", "second"):
+            done = installed.run(installed.venv / "bin" / "kumiho-ce", "--data-dir", installed.workdir / data_dir,
+                                 "models", "path", name, "--json")
+            assert done.returncode == 0, done.stderr[-3000:]
+            assert json.loads(done.stdout) == {"name": name, "path": str(placed), "found_in": "installation"}
+    finally:
+        placed.unlink()
