@@ -43,8 +43,10 @@ def installed_model_dir() -> list[str]:
 
 
 def install(root: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the installed code, not a worktree's
     return subprocess.run(["sh", str(ROOT / "systemd" / "install.sh"), "--root", str(root), "--llama-wheels",
-                           str(llama_wheels()), *installed_model_dir()], capture_output=True, text=True, timeout=1800)
+                           str(llama_wheels()), *installed_model_dir()], capture_output=True, text=True,
+                          timeout=1800, env=env)
 
 
 def test_the_install_script_and_the_units_commands_give_a_ready_appliance_with_its_model(tmp_path: Path) -> None:
@@ -57,7 +59,7 @@ def test_the_install_script_and_the_units_commands_give_a_ready_appliance_with_i
     installation = root / "opt" / "kumiho-ce" / ".venv"
     model = installation / "share" / "kumiho-ce" / "models" / next(iter(chat_models().values()))["file"]
     assert model.is_file()
-    checked = verify(unit_file.read_text().replace("/opt/kumiho-ce", f"{root}/opt/kumiho-ce"), tmp_path)
+    checked = verify(unit_file.read_text(), tmp_path, installation / "bin" / "kumiho-ce")
     assert checked.returncode == 0 and checked.stdout + checked.stderr == "", checked.stderr
 
     config.unlink()  # a first boot with no configuration file at all

@@ -25,12 +25,13 @@ analyze = pytest.mark.skipif(shutil.which("systemd-analyze") is None,
                              reason="systemd-analyze is missing (make install-test installs the systemd package)")
 
 
-def verify(text: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    """``systemd-analyze verify`` on ``text`` as kumiho-ce.service, its commands pointing at this venv's
-    kumiho-ce (verify checks that they are executable). It exits 0 on unknown keys and bad values too: those
-    are the lines it prints."""
+def verify(text: str, tmp_path: Path, cli: Path = Path(sys.prefix) / "bin" / "kumiho-ce"
+           ) -> subprocess.CompletedProcess[str]:
+    """``systemd-analyze verify`` on ``text`` as kumiho-ce.service, its commands pointing at ``cli`` (this venv's
+    kumiho-ce by default: verify checks that they are executable). It exits 0 on unknown keys and bad values
+    too: those are the lines it prints."""
     unit = tmp_path / "kumiho-ce.service"
-    unit.write_text(text.replace(INSTALLED_CLI, str(Path(sys.prefix) / "bin" / "kumiho-ce")))
+    unit.write_text(text.replace(INSTALLED_CLI, str(cli)))
     return subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, timeout=60)
 
 
