@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -10,6 +14,15 @@ import pytest
 
 from appliance.graph import GraphStore
 from appliance.inference import install
+
+# Tests see only the models they install or ask for. `make models` puts the default chat model in this
+# installation's models directory, where every appliance a test opens would otherwise find it and load it on the
+# first model-backed call; an empty models_dir replaces that directory in the search path. The tests that run on
+# the real model look where it really is (tests/real_model.py: whatever models_dir was set before, if any).
+os.environ.setdefault("KUMIHO_TEST_REAL_MODELS_DIR", os.environ.get("KUMIHO_CE_MODELS_DIR", ""))
+_NO_MODELS = tempfile.mkdtemp(prefix="kumiho-test-no-models-")
+atexit.register(shutil.rmtree, _NO_MODELS, True)
+os.environ["KUMIHO_CE_MODELS_DIR"] = _NO_MODELS
 
 
 class FakeClock:
@@ -52,4 +65,5 @@ def installation_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path
     default model), so the test sees only the models it installs itself; `models install` writes here."""
     directory = tmp_path / "installation" / "share" / "kumiho-ce" / "models"
     monkeypatch.setattr(install, "installation_models_dir", lambda: directory)
+    monkeypatch.delenv("KUMIHO_CE_MODELS_DIR")  # the empty one every test gets would replace the installation's
     return directory

@@ -3,6 +3,8 @@ failure, not a skip)."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from appliance.config import load_settings
@@ -10,9 +12,14 @@ from appliance.inference.install import chat_models, installed_path, model_searc
 from appliance.inference.llm import LlamaModel
 
 
+def real_settings() -> Any:
+    """This machine's settings with the models directory the tests hide (tests/conftest.py) put back."""
+    return load_settings(models_dir=Path(os.environ["KUMIHO_TEST_REAL_MODELS_DIR"] or "") or None)
+
+
 def default_model(**options: Any) -> LlamaModel:
     """The manifest's default model, verified by its sha256 when it loads; ``options`` go to ``LlamaModel``."""
-    settings = load_settings()
+    settings = real_settings()
     name, entry = next(iter(chat_models().items()))
     path = installed_path(settings, name)
     assert path is not None, (f"{name} is not installed in any of {', '.join(map(str, model_search_path(settings)))}: "

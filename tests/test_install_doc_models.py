@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from appliance.config import load_settings
 from appliance.inference.install import chat_models, installation_models_dir, installed_path
 from tests.appliance_process import cli_env
+from tests.real_model import real_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "install.md"
@@ -56,7 +56,7 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     lived apart, that directory, named by models_dir)."""
     home = tmp_path_factory.mktemp("install-doc")
     name = next(iter(chat_models()))
-    installed = installed_path(load_settings(), name)
+    installed = installed_path(real_settings(), name)
     assert installed is not None, f"{name} is not installed: run `make models`"
     bin_dir = home / "bin"
     bin_dir.mkdir()

@@ -66,12 +66,13 @@ def data_models_dir(settings: Settings) -> Path:
 
 
 def model_search_path(settings: Settings) -> list[Path]:
-    """Where installed models are looked for, in order: ``models_dir`` (when set), the installation's models
-    directory, ``<data dir>/models``. A ``models_dir`` that is not a directory is a ``ConfigError`` naming it:
-    a typo there would otherwise look like a model that is not installed."""
-    search = [installation_models_dir(), data_models_dir(settings)]
+    """Where installed models are looked for, in order: ``models_dir`` when set, else the installation's models
+    directory; then ``<data dir>/models``. A ``models_dir`` replaces the installation's directory rather than
+    coming before it: an operator who names where models live gets those models, not whatever an installation
+    beside it holds (and a test that names an empty one sees no model). A ``models_dir`` that is not a directory
+    is a ``ConfigError`` naming it: a typo there would otherwise look like a model that is not installed."""
     if settings.models_dir is None:
-        return search
+        return [installation_models_dir(), data_models_dir(settings)]
     try:
         usable = settings.models_dir.is_dir()
     except OSError:  # a parent this user may not enter
@@ -80,14 +81,15 @@ def model_search_path(settings: Settings) -> list[Path]:
         raise ConfigError(f"models_dir: {settings.models_dir} is not a directory this user can read; create it "
                           f"and install the models there (`KUMIHO_CE_MODELS_DIR={settings.models_dir} kumiho-ce "
                           "models install`), or unset models_dir (KUMIHO_CE_MODELS_DIR)")
-    return [settings.models_dir, *search]
+    return [settings.models_dir, data_models_dir(settings)]
 
 
 def search_path_labels(settings: Settings) -> dict[Path, str]:
     """Each entry of the search path by the name a user knows it by (the setting, the installation, the data
     directory): ``models list`` says which one holds a model."""
-    labels = {installation_models_dir(): "installation", data_models_dir(settings): "data_dir"}
-    return {settings.models_dir: "models_dir", **labels} if settings.models_dir is not None else labels
+    first = {settings.models_dir: "models_dir"} if settings.models_dir is not None else \
+        {installation_models_dir(): "installation"}
+    return {**first, data_models_dir(settings): "data_dir"}
 
 
 def installed_path(settings: Settings, name: str) -> Path | None:

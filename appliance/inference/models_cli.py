@@ -184,6 +184,8 @@ def _verify(settings: Settings, name: str | None, as_json: bool) -> int:
         required.add(configured_chat_model(settings.inference))
     required.update(embedding_models() if not name and settings.search.embedder == "minilm" else ())
     verdicts = [_check(settings, _found(settings, n), n in required) for n in ([name] if name else _all_names())]
+    if not name and settings.inference.chat_model == "gguf":
+        verdicts.append(_check_own_gguf(settings))
     failed = [v for v in verdicts if v.error]
     if as_json:
         print(json.dumps({"ok": not failed, "models": [asdict(v) for v in verdicts]}, indent=2))
@@ -193,7 +195,8 @@ def _verify(settings: Settings, name: str | None, as_json: bool) -> int:
         elif v.path is None:
             print(f"-     {v.name}: not installed (not used by this configuration)")
         else:
-            print(f"ok    {v.name}: {v.path} (found in {v.found_in}), sha256 verified"
+            print(f"ok    {v.name}: {v.path} (found in {v.found_in}), "
+                  + ("sha256 verified" if v.sha256_ok else "no sha256 pinned (inference.model_sha256)")
                   + (", loads with llama.cpp" if v.loads else ""))
     return 1 if failed else 0
 
@@ -219,7 +222,26 @@ def _check(settings: Settings, found: Found, required: bool) -> Verdict:
     return verdict
 
 
-def _loads(path: Path, name: str) -> tuple[bool, str | None]:
+def _check_own_gguf(settings: Settings) -> Verdict:
+    """The configuration's own GGUF (``chat_model = "gguf"``): there, its ``model_sha256`` when one is set, loads."""
+    conf = settings.inference
+    where = "inference.model_path"
+    if conf.model_path is None:
+        return Verdict("gguf", "chat", None, where, None, None, "inference.chat_model = \"gguf\" needs "
+                       "inference.model_path: set it to your .gguf file")
+    verdict = Verdict(f"gguf:{conf.model_path.name}", "chat", str(conf.model_path), where, None, None, None)
+    try:
+        verified(conf.model_path, conf.model_sha256)
+    except KumihoError as exc:
+        verdict.sha256_ok, verdict.error = False, exc.message
+        return verdict
+    verdict.sha256_ok = True if conf.model_sha256 else None  # not pinned: nothing to compare with
+    verdict.loads, verdict.error = _loads(conf.model_path, verdict.name, fix="point inference.model_path at a "
+                                          "good copy")
+    return verdict
+
+
+def _loads(path: Path, name: str, fix: str | None = None) -> tuple[bool, str | None]:
     """Whether llama.cpp loads the file (already sha256-checked): a small context, one thread, freed at once."""
     from appliance.inference.llm import LlamaModel
 
@@ -227,7 +249,7 @@ def _loads(path: Path, name: str) -> tuple[bool, str | None]:
     try:
         model.load(timeout=600)
     except KumihoError as exc:
-        return False, f"{exc.message} (reinstall it: `kumiho-ce models install --force {name}`)"
+        return False, f"{exc.message} ({fix or f'reinstall it: `kumiho-ce models install --force {name}`'})"
     finally:
         model.close()
     return True, None

@@ -13,6 +13,7 @@ import pytest
 
 from appliance.cli import main
 from appliance.config import load_settings
+from appliance.errors import ConfigError
 from appliance.inference import install
 from appliance.inference.gguf_fixture import write_tiny_llama
 from tests.appliance_process import cli_env, free_port, kumiho_ce, serve
@@ -80,12 +81,14 @@ def test_the_search_path_order_and_where_install_writes(tmp_path: Path, tiny_man
     assert _cli(capsys, "--data-dir", str(data_dir), "models", "path") == (0, f"{in_installation}\n", "")
     assert install.install_target(load_settings(data_dir=data_dir)) == installation_models
     monkeypatch.setenv("KUMIHO_CE_MODELS_DIR", str(models_dir))
-    # a models_dir not made yet: `missing` names nothing (the model is found) and creates nothing
+    # a models_dir not made yet: `missing` names nothing (the model is found in the data directory) and creates
+    # nothing
     assert _cli(capsys, "--data-dir", str(data_dir), "models", "missing") == (0, "", "")
     assert not models_dir.exists()
     code, out, _ = _cli(capsys, "--data-dir", str(data_dir), "models", "install", "--from", str(tmp_path / "none"))
-    # models_dir is created, but the model is found (in the installation), so nothing is assembled
-    assert code == 0 and out == f"tiny is installed: {in_installation} (found in installation)\n"
+    # models_dir is created; it replaces the installation's directory, so the model is found in the data
+    # directory (searched after it) and nothing is assembled
+    assert code == 0 and out == f"tiny is installed: {in_data} (found in data_dir)\n"
     assert models_dir.is_dir() and list(models_dir.iterdir()) == []
     in_models_dir = _place(models_dir, tiny_manifest)  # models_dir comes first
     code, out, _ = _cli(capsys, "--data-dir", str(data_dir), "models", "path", "--json")
@@ -180,3 +183,35 @@ def test_a_models_dir_that_is_not_there_is_named_with_its_fix(tmp_path: Path, mo
     assert refused.returncode == 2
     assert f"models_dir: {nowhere} is not a directory" in refused.stderr and "Traceback" not in refused.stderr
     assert not (data_dir / "graph").exists()  # refused before any store opened
+
+
+def test_models_verify_checks_the_configured_own_gguf(tmp_path: Path, tiny_manifest: dict[str, Any],
+                                                      installation_models: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    own: Path = tiny_manifest["source"]
+    monkeypatch.setenv("KUMIHO_CE_INFERENCE__CHAT_MODEL", "gguf")
+    monkeypatch.setenv("KUMIHO_CE_INFERENCE__MODEL_PATH", str(own))
+    data = ["--data-dir", str(tmp_path / "data")]
+    code, out, _ = _cli(capsys, *data, "models", "verify", "--json")
+    # the manifest model is not installed, and not needed: the configuration names its own file
+    assert code == 0 and json.loads(out)["models"] == [
+        {"name": "tiny", "role": "chat", "path": None, "found_in": None, "sha256_ok": None, "loads": None,
+         "error": None},
+        {"name": "gguf:tiny.gguf", "role": "chat", "path": str(own), "found_in": "inference.model_path",
+         "sha256_ok": None, "loads": True, "error": None}]
+    monkeypatch.setenv("KUMIHO_CE_INFERENCE__MODEL_SHA256", "0" * 64)
+    code, out, _ = _cli(capsys, *data, "models", "verify")
+    assert code == 1 and f"FAIL  gguf:tiny.gguf: model file {own} fails its sha256 check" in out
+
+
+def test_install_falls_back_to_the_data_directory_when_the_installation_cannot_be_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a directory")
+    monkeypatch.setattr(install, "installation_models_dir", lambda: blocked / "share" / "kumiho-ce" / "models")
+    monkeypatch.delenv("KUMIHO_CE_MODELS_DIR")  # the tests' empty one would replace the installation's
+    settings = load_settings(data_dir=tmp_path / "data")
+    assert install.install_target(settings) == tmp_path / "data" / "models"
+    blocked_models_dir = load_settings(data_dir=tmp_path / "data", models_dir=blocked / "models")
+    with pytest.raises(ConfigError, match=r"^models_dir: cannot create .*unset models_dir"):
+        install.install_target(blocked_models_dir)

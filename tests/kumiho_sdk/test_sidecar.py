@@ -18,18 +18,18 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from appliance.config import load_settings
 from appliance.inference.gguf_fixture import write_tiny_llama
 from appliance.inference.install import chat_models, installed_path
 from tests.appliance_process import free_port, serve
 from tests.kumiho_sdk.conftest import Appliance
 from tests.kumiho_sdk_env import sdk_env, sdk_python
 from tests.mcp_api.clients import call, http_session
+from tests.real_model import real_settings
 
 
 def default_model() -> Path | None:
     """The real default chat model when `make models` placed it (make test does)."""
-    settings = load_settings()
+    settings = real_settings()
     return installed_path(settings, next(iter(chat_models())))
 
 
