@@ -290,12 +290,13 @@ bench-slow-clients: install
 
 # kumiho-ce as a systemd service on this machine (run as root): the `kumiho` user, /var/lib/kumiho-ce, the
 # appliance in /opt/kumiho-ce/.venv with the llama-cpp-python wheel built for this machine, the default model beside
-# it, the unit and a commented /etc/kumiho-ce/config.toml (systemd/install.sh; INSTALL_ARGS=--dry-run prints the
-# steps). Then `systemctl start kumiho-ce`.
+# it (copied from where `make models` put it: no second download), the unit and a commented
+# /etc/kumiho-ce/config.toml (systemd/install.sh; INSTALL_ARGS=--dry-run prints the steps). Then `systemctl start
+# kumiho-ce`.
 .PHONY: install-service test-install-service
 install-service: $(VENV)/.llama-$(LLAMA_BUILD) models
-	@models=$(VENV)/share/kumiho-ce/models; \
-	systemd/install.sh --llama-wheels $(LLAMA_WHEELS) $$([ -d $$models ] && echo --models-from $$models) $(INSTALL_ARGS)
+	@model=$$($(BIN)/kumiho-ce models path 2>/dev/null); \
+	systemd/install.sh --llama-wheels $(LLAMA_WHEELS) $${model:+--models-from "$$(dirname "$$model")"} $(INSTALL_ARGS)
 
 # The install script run for real into a temporary root, then the unit's commands run from the installed unit as
 # systemd would (doctor, then serve with its notify socket emulated) until the appliance is ready with its model
