@@ -86,9 +86,12 @@ run() {
     [ $DRY = 1 ] || "$@"
 }
 
-# what the service sees: its data directory and its configuration (which may name a models_dir)
+# what the service sees: its data directory and its configuration (which may name a models_dir), and none of the
+# KUMIHO_CE_* variables of the shell that runs this script
 service_env() {
-    env KUMIHO_CE_DATA_DIR="$STATE" CONFIGURATION_DIRECTORY="$CONF" "$@"
+    # shellcheck disable=SC2046  # one "-u NAME" pair per variable; the names hold no spaces
+    env $(env | sed -n 's/^\(KUMIHO_CE_[A-Za-z0-9_]*\)=.*/-u \1/p') KUMIHO_CE_DATA_DIR="$STATE" \
+        CONFIGURATION_DIRECTORY="$CONF" "$@"
 }
 
 echo "installing kumiho-ce from $SOURCE into ${ROOT:-/}"
@@ -130,7 +133,7 @@ else
     elif [ -n "$MODELS_FROM" ]; then
         run install -d -m 0755 "$VENV/share/kumiho-ce/models"
         for model in "$MODELS_FROM"/*.gguf; do
-            [ -f "$model" ] && run cp "$model" "$VENV/share/kumiho-ce/models/"
+            if [ -f "$model" ]; then run cp "$model" "$VENV/share/kumiho-ce/models/"; fi
         done
         [ -z "$(service_env "$VENV/bin/kumiho-ce" models missing)" ] \
             || die "$MODELS_FROM does not hold the default chat model; drop --models-from to download its parts"
