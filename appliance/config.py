@@ -1,7 +1,9 @@
 """Configuration: one TOML file plus ``KUMIHO_CE_*`` environment variables (environment wins).
 
-The file is ``--config``, else ``$KUMIHO_CE_CONFIG``, else ``$XDG_CONFIG_HOME/kumiho-ce/config.toml`` when it
-exists. Nested keys come from the environment with ``__``: ``KUMIHO_CE_MEMORY__MIN_RELEVANCE_SCORE=0.5``.
+The file is ``--config``, else ``$KUMIHO_CE_CONFIG``, else ``config.toml`` in the directory systemd names in
+``$CONFIGURATION_DIRECTORY`` (the unit's ``ConfigurationDirectory=``, /etc/kumiho-ce) when it exists, else
+``$XDG_CONFIG_HOME/kumiho-ce/config.toml`` when it exists; with none of them the defaults apply. Nested keys
+come from the environment with ``__``: ``KUMIHO_CE_MEMORY__MIN_RELEVANCE_SCORE=0.5``.
 Settings are built once by the CLI and passed in; nothing reads them globally.
 """
 
@@ -375,12 +377,19 @@ class Settings(BaseSettings):
 
 
 def resolve_config_path(explicit: str | os.PathLike[str] | None = None) -> Path | None:
-    """The config file to read, or None when there is none (the embedded defaults then apply)."""
+    """The config file to read, or None when there is none (the embedded defaults then apply). A file named
+    explicitly must exist; the service's and the user's default files are read only when they do, so that a
+    service starts with the defaults before anyone wrote a configuration."""
     if explicit:
         return Path(explicit)
     from_env = os.environ.get(ENV_PREFIX + "CONFIG")
     if from_env:
         return Path(from_env)
+    # systemd sets this from the unit's ConfigurationDirectory= (several directories are joined by ':')
+    for directory in filter(None, os.environ.get("CONFIGURATION_DIRECTORY", "").split(":")):
+        service_file = Path(directory) / "config.toml"
+        if service_file.is_file():
+            return service_file
     default = default_config_path()
     return default if default.is_file() else None
 
@@ -471,7 +480,8 @@ def reference_markdown() -> str:
         "# Configuration reference",
         "",
         "Generated from `appliance/config.py` (a test keeps it fresh). Set keys in the TOML file "
-        "(`--config`, `$KUMIHO_CE_CONFIG`, or `$XDG_CONFIG_HOME/kumiho-ce/config.toml`) or as environment "
+        "(`--config`, `$KUMIHO_CE_CONFIG`, `config.toml` in the service's configuration directory "
+        "(`/etc/kumiho-ce` under systemd), or `$XDG_CONFIG_HOME/kumiho-ce/config.toml`) or as environment "
         "variables, which win; nested keys use `__` in variable names.",
         "",
         "| key | default | environment variable | meaning |",

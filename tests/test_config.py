@@ -61,6 +61,24 @@ def test_the_config_path_comes_from_the_flag_the_variable_or_xdg(
     assert resolve_config_path("flag.toml") == Path("flag.toml")
 
 
+def test_a_service_reads_its_configuration_directory_only_when_the_file_is_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """systemd names the unit's ConfigurationDirectory= in $CONFIGURATION_DIRECTORY: a first start, before anyone
+    wrote config.toml there, runs on the defaults instead of failing; once written, the file is read; an
+    explicit $KUMIHO_CE_CONFIG still wins."""
+    service_dir = tmp_path / "etc" / "kumiho-ce"
+    service_dir.mkdir(parents=True)
+    monkeypatch.setenv("CONFIGURATION_DIRECTORY", f"{tmp_path / 'elsewhere'}:{service_dir}")
+    assert resolve_config_path(None) is None
+    assert load_settings(resolve_config_path(None)).port == 9190
+    (service_dir / "config.toml").write_text("port = 9600\n")
+    assert resolve_config_path(None) == service_dir / "config.toml"
+    assert load_settings(resolve_config_path(None)).port == 9600
+    monkeypatch.setenv("KUMIHO_CE_CONFIG", str(tmp_path / "env.toml"))
+    assert resolve_config_path(None) == tmp_path / "env.toml"
+
+
 @pytest.mark.parametrize(
     ("text", "needles"),
     [

@@ -3,6 +3,10 @@ lifecycle.
 
 uvicorn normally opens its own listening server; here ``startup`` builds the same protocol factory and gives
 it to the front instead, so that uvicorn's signal handling, graceful shutdown and lifespan stay as they are.
+
+Under systemd (``Type=notify``) the server tells the service manager when it is ready (the stores are open, since
+the caller opened them first, and the port listens), pings its watchdog while healthy, and says when it stops
+(``sdnotify``).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from appliance.server.allocator import MallocTrimmer
 from appliance.server.front import FrontListener
 from appliance.server.idle import IdleWatch
 from appliance.server.limits import ConnectionLimits, bounded_protocol
+from appliance.server.sdnotify import Watchdog, notify, watchdog_seconds
 
 log = logging.getLogger(__name__)
 
@@ -28,9 +33,13 @@ log = logging.getLogger(__name__)
 class ApplianceServer(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, sock: socket.socket, grpc_target: str | None = None,
                  http: HttpSettings | None = None, idle_exit: tuple[IdleWatch, float] | None = None,
-                 on_shutdown: Callable[[], None] | None = None) -> None:
+                 on_shutdown: Callable[[], None] | None = None, healthy: Callable[[], bool] | None = None) -> None:
         super().__init__(config)
         self._on_shutdown = on_shutdown
+        interval = watchdog_seconds()
+        # ping every half of the manager's timeout (as sd_watchdog_enabled advises)
+        self.watchdog = Watchdog(interval / 2, healthy) if interval and healthy else None
+        self._watchdog_task: asyncio.Task[None] | None = None
         self._public_sock = sock
         self._grpc_target = grpc_target
         self._http = http or HttpSettings()
@@ -63,6 +72,9 @@ class ApplianceServer(uvicorn.Server):
         ends: ``on_shutdown`` first ends the responses that never finish by themselves (event streams). It runs
         before the front stops and in a thread, so that it may wait while this loop still pumps the front's
         connections (the gRPC calls under way finish within their grace)."""
+        notify("STOPPING=1\nSTATUS=stopping: finishing the requests under way")
+        if self._watchdog_task is not None:
+            self._watchdog_task.cancel()  # the manager stops watching once STOPPING=1 arrives
         if self._on_shutdown is not None:
             try:
                 await asyncio.to_thread(self._on_shutdown)
@@ -92,6 +104,9 @@ class ApplianceServer(uvicorn.Server):
         host, port = self.front.address
         log.info("kumiho-ce listening on http://%s:%d (HTTP/1.1 and, when enabled, gRPC)", host, port)
         self.started = True
+        notify(f"READY=1\nSTATUS=serving on http://{host}:{port}")
+        if self.watchdog is not None:
+            self._watchdog_task = asyncio.get_running_loop().create_task(self.watchdog.run(), name="watchdog")
 
 
 def make_config(app: Any, log_level: str, http: HttpSettings | None = None) -> uvicorn.Config:
@@ -115,13 +130,15 @@ def make_config(app: Any, log_level: str, http: HttpSettings | None = None) -> u
 
 def run(app: Any, sock: socket.socket, http: HttpSettings, log_level: str = "info",
         grpc_target: str | None = None, idle_exit: tuple[IdleWatch, float] | None = None,
-        on_shutdown: Callable[[], None] | None = None) -> int:
+        on_shutdown: Callable[[], None] | None = None, healthy: Callable[[], bool] | None = None) -> int:
     """Serve until SIGTERM/SIGINT or, with ``idle_exit`` (a watch and seconds), until idle that long;
     ``on_shutdown`` runs (in a thread) as the server stops, before the front closes and before it waits for open
-    responses."""
+    responses. Under a service manager's watchdog, ``healthy`` (blocking: whether the stores answer) gates each
+    ping (``sdnotify.Watchdog``)."""
     if idle_exit is not None:
         app = idle_exit[0].wrap(app)
-    server = ApplianceServer(make_config(app, log_level, http), sock, grpc_target, http, idle_exit, on_shutdown)
+    server = ApplianceServer(make_config(app, log_level, http), sock, grpc_target, http, idle_exit, on_shutdown,
+                             healthy)
     with MallocTrimmer() as trimmer:
         server.run()
     log.debug("malloc_trim ran %d times, the slowest took %.1f ms", trimmer.trims, trimmer.slowest_ms)
