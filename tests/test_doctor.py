@@ -326,9 +326,12 @@ def test_a_model_on_no_directory_of_an_empty_search_path(tmp_path: Path, install
     settings = load_settings(data_dir=tmp_path / "data", models_dir=models)
     check, found = check_chat_model(settings)
     assert found is None and check.status == "warn"
-    for directory, label in ((models, "models_dir"), (installation_models, "installation"),
-                             (tmp_path / "data" / "models", "data_dir")):
+    for directory, label in ((models, "models_dir"), (tmp_path / "data" / "models", "data_dir")):
         assert f"{directory} ({label})" in check.detail
+    assert str(installation_models) not in check.detail  # a models_dir replaces the installation's directory
+    unset, _ = check_chat_model(load_settings(data_dir=tmp_path / "data"))
+    for directory, label in ((installation_models, "installation"), (tmp_path / "data" / "models", "data_dir")):
+        assert f"{directory} ({label})" in unset.detail
     assert check.fix is not None and check.fix.startswith("kumiho-ce models install")
 
 
