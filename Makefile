@@ -285,5 +285,24 @@ bench-door: install
 bench-slow-clients: install
 	$(BIN)/python benchmarks/slow_clients.py
 
+# The air-gapped bundle: dist/kumiho-ce-<version>-<python>-<platform>.tar with a wheel of every runtime dependency
+# at the version installed in .venv (llama-cpp-python built portable, above), kumiho-ce's own wheel, the default chat
+# model's parts, the systemd unit, install.sh and SHA256SUMS; bundle/build.py says what is inside and why it is a
+# plain tar. Fetching the wheels needs the package index; the bundle then installs with none.
+BUNDLE_CPU_FLAGS := avx avx2 fma f16c bmi2
+BUNDLE_BUILD = wheels="$$($(MAKE) -s --no-print-directory llama-portable)" \
+               && $(BIN)/python bundle/build.py --out dist --cpu-flags "$(BUNDLE_CPU_FLAGS)" --llama-wheels "$$wheels"
+.PHONY: bundle
+bundle: $(VENV)/.installed
+	@$(BUNDLE_BUILD)
+
+# The bundle built, extracted and installed with its install.sh into a fresh virtual environment inside a network
+# namespace with only loopback (root, as in CI), then the appliance started there, an MCP store and engage, a stop
+# (JSON figures). `make test` runs install.sh on a toy bundle.
+.PHONY: test-bundle
+test-bundle: install-test
+	@archive="$$($(BUNDLE_BUILD))" && KUMIHO_CE_BUNDLE="$$archive" $(PYTEST) -m long -s -q -p no:cacheprovider \
+	  tests/bundle/test_bundle_offline.py
+
 clean:
 	rm -rf $(VENV) $(KUMIHO_VENV) .pytest_cache .ruff_cache *.egg-info
