@@ -31,6 +31,7 @@ import hashlib
 import importlib.metadata
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -47,6 +48,7 @@ from packaging.markers import Marker
 from packaging.requirements import Requirement
 from packaging.tags import sys_tags
 from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.version import Version
 
 SOURCE = Path(__file__).resolve().parents[1]
 PROJECT = "kumiho-ce"
@@ -122,18 +124,41 @@ def bundle_name(version: str) -> str:
 def unfit_wheels(wheels: Iterable[Path], pins: Mapping[str, str]) -> list[str]:
     """What is wrong with a wheelhouse meant to hold exactly ``pins`` for this interpreter (empty when fine)."""
     tags = set(sys_tags())
-    problems, found = [], {}
+    problems: list[str] = []
+    found: dict[str, Version] = {}
     for wheel in wheels:
         name, version, _, wheel_tags = parse_wheel_filename(wheel.name)
-        found[name] = str(version)
+        found[name] = version
         if name not in pins:
             problems.append(f"{wheel.name} was not asked for")
         elif not wheel_tags & tags:
             problems.append(f"{wheel.name} does not install on this Python/platform")
-    for name, version in sorted(pins.items()):
-        if found.get(canonicalize_name(name)) != version:
-            problems.append(f"no wheel of {name} {version}")
+    for wanted, pinned in sorted(pins.items()):
+        if found.get(canonicalize_name(wanted)) != Version(pinned):
+            problems.append(f"no wheel of {wanted} {pinned}")
     return problems
+
+
+_OLD_MANYLINUX = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
+
+
+def glibc_needed(wheels: Iterable[Path], this_machine: tuple[int, int]) -> tuple[int, int] | None:
+    """The oldest glibc every wheel installs on: a manylinux tag says its own; a plain ``linux_*`` tag (a wheel
+    built here, llama-cpp-python's) needs this machine's. None when no wheel is tied to glibc."""
+    needed: tuple[int, int] | None = None
+    for wheel in wheels:
+        floors = []
+        for tag in parse_wheel_filename(wheel.name)[3]:
+            family = tag.platform.split("_")[0]
+            if family == "manylinux" and tag.platform.split("_")[1].isdigit():
+                floors.append((int(tag.platform.split("_")[1]), int(tag.platform.split("_")[2])))
+            elif family in _OLD_MANYLINUX:
+                floors.append(_OLD_MANYLINUX[family])
+            elif family == "linux":
+                floors.append(this_machine)
+        if floors:
+            needed = max(needed or (0, 0), min(floors))
+    return needed
 
 
 # -- laying it out -----------------------------------------------------------------------------------------
@@ -282,12 +307,16 @@ def build(source: Path, llama_wheels: Path, out_dir: Path, cpu_flags: str) -> Pa
 
         root = scratch / bundle_name(str(version))
         machine = sysconfig.get_platform().rsplit("-", 1)[-1]
+        libc, libc_version = platform.libc_ver()
+        major, minor = libc_version.split(".")[:2] if libc == "glibc" else ("0", "0")
+        glibc = glibc_needed(wheels.glob("*.whl"), (int(major), int(minor)))
         stage(root, Contents(
             wheels=sorted(wheels.glob("*.whl")), model_wheels=sorted(model_wheels.glob("*.whl")),
             requirements=requirements, no_deps=[f"{n}=={v}" for n, v in sorted(no_deps.items())],
             conf={"KUMIHO_CE_VERSION": str(version),
                   "PYTHON_VERSION": f"{sys.version_info.major}.{sys.version_info.minor}",
-                  "MACHINE": machine, "CPU_FLAGS": cpu_flags, "CHAT_MODELS": model},
+                  "MACHINE": machine, "GLIBC": ".".join(map(str, glibc)) if glibc else "",
+                  "CPU_FLAGS": cpu_flags, "CHAT_MODELS": model},
             systemd_dir=source / "systemd"))
         print(f"writing {root.name}.tar", file=sys.stderr)
         target = archive(root, out_dir)

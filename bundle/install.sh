@@ -46,6 +46,12 @@ while [ $# -gt 0 ]; do
     esac
 done
 
+# relative paths are the caller's: made absolute before the script moves into the bundle
+absolute() { case $1 in /*) printf '%s\n' "$1" ;; *) printf '%s/%s\n' "$(pwd)" "$1" ;; esac; }
+PREFIX=$(absolute "$PREFIX")
+[ -z "$MODELS_DIR" ] || MODELS_DIR=$(absolute "$MODELS_DIR")
+case $PYTHON in */*) PYTHON=$(absolute "$PYTHON") ;; esac
+umask 022  # the installation is software: readable by the service's user whatever the installer's umask
 BUNDLE=$(cd "$(dirname "$0")" && pwd)
 cd "$BUNDLE"
 
@@ -72,11 +78,18 @@ setting() { sed -n "s/^$1=//p" bundle.conf | head -n 1; }
 VERSION=$(setting KUMIHO_CE_VERSION)
 PYTHON_VERSION=$(setting PYTHON_VERSION)
 MACHINE=$(setting MACHINE)
+GLIBC=$(setting GLIBC)
 CPU_FLAGS=$(setting CPU_FLAGS)
 CHAT_MODELS=$(setting CHAT_MODELS)
 
 # -- 2. the machine can run it -----------------------------------------------------------------------------
 [ "$(uname -m)" = "$MACHINE" ] || fail "this bundle is for $MACHINE machines and this one is $(uname -m): make the bundle on a $(uname -m) machine"
+if [ -n "$GLIBC" ]; then
+    libc=$(getconf GNU_LIBC_VERSION 2>/dev/null | sed -n 's/^glibc //p')
+    [ -n "$libc" ] || fail "this bundle's libraries need glibc $GLIBC or newer and this system has no glibc (musl-based systems such as Alpine cannot use it)"
+    [ "$(printf '%s\n%s\n' "$GLIBC" "$libc" | sort -V | head -n 1)" = "$GLIBC" ] \
+        || fail "this bundle's libraries need glibc $GLIBC or newer and this system has glibc $libc: make the bundle on a system no newer than this one"
+fi
 if [ -n "$CPU_FLAGS" ] && [ -r /proc/cpuinfo ]; then
     flags=" $(grep -m 1 '^flags' /proc/cpuinfo | cut -d: -f2) "
     lacking=

