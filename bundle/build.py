@@ -320,7 +320,8 @@ def build(source: Path, llama_wheels: Path, out_dir: Path, cpu_flags: str) -> Pa
             systemd_dir=source / "systemd"))
         print(f"writing {root.name}.tar", file=sys.stderr)
         target = archive(root, out_dir)
-    print(json.dumps({"archive": str(target), "bytes": target.stat().st_size,
+    digest = target.with_name(target.name + ".sha256").read_text().split()[0]
+    print(json.dumps({"archive": str(target), "bytes": target.stat().st_size, "sha256": digest,
                       "wheels": len(fetched) + 2, "model_parts": len(parts),
                       "seconds": round(time.monotonic() - started, 1)}), file=sys.stderr)
     return target
@@ -331,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--llama-wheels", type=Path, required=True,
                         help="directory with the portable llama-cpp-python wheel (`make -s llama-portable`)")
     parser.add_argument("--out", type=Path, default=SOURCE / "dist", help="where the archive goes (default dist/)")
-    parser.add_argument("--cpu-flags", default="avx avx2 fma f16c",
+    parser.add_argument("--cpu-flags", default="avx avx2 fma f16c bmi2",
                         help="/proc/cpuinfo flags the portable llama-cpp-python needs (install.sh checks them)")
     args = parser.parse_args(argv)
     try:
