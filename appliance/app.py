@@ -51,7 +51,7 @@ from appliance.graph.write_policy import WritePolicy
 from appliance.health import HealthProbe
 from appliance.inference.embedding import HashingEmbedder, OnnxEmbedder, default_embedder
 from appliance.inference.factory import chat_model as configured_model
-from appliance.inference.install import models_dir
+from appliance.inference.install import model_search_path
 from appliance.inference.models import verified
 from appliance.inference.response_cache import with_response_cache
 from appliance.inference.selection import model_for_call
@@ -124,6 +124,7 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
     """Take the data directory (refusing when another process holds it) and open the stores.
 
     ``chat_model`` replaces the configured model (tests drive every branch with a ``ScriptedModel``)."""
+    models = model_search_path(settings)  # first: a models_dir that is not there stops the start before any store
     data_dir = DataDir(settings.data_dir)
     data_dir.ensure()
     with data_dir.lock():
@@ -153,7 +154,7 @@ def open_services(settings: Settings, *, chat_model: ChatModel | None = None) ->
             worker.start()
             working = WorkingMemory.open(data_dir.root / "working")
             model = chat_model or with_response_cache(
-                settings, configured_model(settings.inference, models_dir(settings)))
+                settings, configured_model(settings.inference, models))
             jobs = JobQueue()
             jobs.subscribe(feed.job_changed)
             jobs.start()

@@ -20,7 +20,7 @@ from appliance import cli_hygiene as hygiene_cli
 from appliance.config import Settings, load_settings, render_toml, resolve_config_path
 from appliance.core import redaction
 from appliance.errors import KumihoError
-from appliance.inference import install as models_cli
+from appliance.inference import models_cli
 from appliance.server.allocator import limit_malloc_arenas
 
 log = logging.getLogger("appliance")

@@ -333,6 +333,10 @@ class Settings(BaseSettings):
     host: str = Field("127.0.0.1", description="bind address; beyond loopback a bearer token is required")
     port: int = Field(DEFAULT_PORT, ge=1, le=65535, description="one port for HTTP, MCP and gRPC")
     data_dir: Path = Field(default_factory=default_data_dir, description="graph, index, artifacts, token")
+    models_dir: Path | None = Field(None, description="a directory of installed models, read-only to the "
+                                    "appliance, looked in first; then the installation's own models directory "
+                                    "(share/kumiho-ce/models of its Python environment), then <data dir>/models. "
+                                    "`kumiho-ce models install` writes here when set")
     api_token: SecretStr | None = Field(
         None, description="bearer token for requests from beyond loopback (and on loopback with require_token), "
         "sent as `Authorization: Bearer <token>` or `X-Kumiho-Token: <token>`: at least 32 of the characters "

@@ -306,19 +306,15 @@ def appliance(code: Path, data_dir: Path, **env: str) -> Iterator[tuple[subproce
         stop_appliance(process, timeout=120)
 
 
-def link_default_model(data_dir: Path) -> str | None:
-    """Link the installed default chat model into ``data_dir/models`` (where the appliance looks for it);
-    its name, or None when it is not installed (`make models`)."""
+def default_model_dir() -> tuple[str, Path] | None:
+    """The default chat model's name and the directory it is installed in (any entry of the models search path
+    of this machine's configuration), or None when it is not installed (`make models`)."""
     from appliance.config import load_settings
     from appliance.inference.install import chat_models, installed_path
 
-    name, entry = next(iter(chat_models().items()))
-    installed = installed_path(load_settings(), name)  # the data directory `make models` installed it in
-    if installed is None:
-        return None
-    (data_dir / "models").mkdir(parents=True, exist_ok=True)
-    (data_dir / "models" / entry["file"]).symlink_to(installed)
-    return name
+    name = next(iter(chat_models()))
+    installed = installed_path(load_settings(), name)
+    return (name, installed.parent) if installed is not None else None
 
 
 def load_chat_model(base_url: str, headers: dict[str, str]) -> float:
@@ -360,10 +356,12 @@ def main() -> None:
         data_dir.mkdir()
         env = {"KUMIHO_CE_SEARCH__EMBEDDER": args.embedder, "KUMIHO_CE_INFERENCE__CHAT_MODEL": "none"}
         if args.chat == "default":
-            report["chat_model"] = link_default_model(data_dir)
-            if report["chat_model"] is None:
+            found = default_model_dir()
+            if found is None:
                 raise SystemExit("the default chat model is not installed: run `make models` (or pass --chat none)")
-            env["KUMIHO_CE_INFERENCE__CHAT_MODEL"] = "default"
+            # the scratch data directory finds it through models_dir wherever this machine installed it
+            report["chat_model"] = found[0]
+            env.update(KUMIHO_CE_INFERENCE__CHAT_MODEL="default", KUMIHO_CE_MODELS_DIR=str(found[1]))
         start = time.perf_counter()
         try:
             with appliance(args.code.resolve(), data_dir, **env) as (process, base_url), \

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from appliance.graph import GraphStore
+from appliance.inference import install
 
 
 class FakeClock:
@@ -43,3 +44,12 @@ def graph(tmp_path: Path, clock: FakeClock) -> Iterator[GraphStore]:
 def space(graph: GraphStore) -> str:
     graph.ensure_space("/CognitiveMemory/notes")
     return "/CognitiveMemory/notes"
+
+
+@pytest.fixture
+def installation_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty directory in place of this installation's models directory (where `make models` puts the
+    default model), so the test sees only the models it installs itself; `models install` writes here."""
+    directory = tmp_path / "installation" / "share" / "kumiho-ce" / "models"
+    monkeypatch.setattr(install, "installation_models_dir", lambda: directory)
+    return directory

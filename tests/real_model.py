@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from appliance.config import load_settings
-from appliance.inference.install import chat_models, installed_path, models_dir
+from appliance.inference.install import chat_models, installed_path, model_search_path
 from appliance.inference.llm import LlamaModel
 
 
@@ -15,5 +15,6 @@ def default_model(**options: Any) -> LlamaModel:
     settings = load_settings()
     name, entry = next(iter(chat_models().items()))
     path = installed_path(settings, name)
-    assert path is not None, f"{name} is not installed in {models_dir(settings)}: run `make models`"
+    assert path is not None, (f"{name} is not installed in any of {', '.join(map(str, model_search_path(settings)))}: "
+                              "run `make models`")
     return LlamaModel(path, model_id=name, sha256=entry["sha256"], size=entry["size"], **options)

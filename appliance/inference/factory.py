@@ -8,18 +8,19 @@ Nothing is loaded here: ``LlamaModel`` loads on its first call.
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Sequence
 from pathlib import Path
 
 from appliance.config import InferenceSettings
 from appliance.core.ports import ChatModel, NoModel
 from appliance.errors import ConfigError, KumihoError
-from appliance.inference.install import chat_models, configured_chat_model, installed_file
+from appliance.inference.install import chat_models, configured_chat_model, find_installed
 
 
-def chat_model(conf: InferenceSettings, models_dir: Path) -> ChatModel:
+def chat_model(conf: InferenceSettings, search: Sequence[Path]) -> ChatModel:
     """The chat model ``conf`` names, or a ``NoModel`` that says why there is none.
 
-    ``models_dir`` holds the manifest models ``kumiho-ce models install`` placed (``install.models_dir``).
+    ``search`` is where manifest models are looked for, in order (``install.model_search_path``).
     A configuration the appliance cannot start with (an endpoint beyond loopback that is not allowed, a
     model name the manifest does not know) is a ``ConfigError``.
     """
@@ -38,10 +39,11 @@ def chat_model(conf: InferenceSettings, models_dir: Path) -> ChatModel:
         return _llama(conf, conf.model_path, model_id=f"gguf:{conf.model_path.name}{pinned}", sha256=conf.model_sha256)
     name = configured_chat_model(conf)
     entry = chat_models()[name]
-    path = installed_file(models_dir, name)
+    path = find_installed(search, name)
     if path is None:
-        return NoModel(f"the model {name} is not installed: run `kumiho-ce models install {name}` (`make install` "
-                       "installs the default one), or set inference.chat_model = \"gguf\" and model_path")
+        return NoModel(f"the model {name} is not installed in any of {', '.join(map(str, search))}: run "
+                       f"`kumiho-ce models install {name}` (`make install` installs the default one), set models_dir "
+                       "to a directory that holds it, or set inference.chat_model = \"gguf\" and model_path")
     return _llama(conf, path, model_id=name, sha256=entry["sha256"], size=entry["size"])
 
 

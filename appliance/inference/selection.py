@@ -44,7 +44,7 @@ def model_for_call(settings: Settings, default: ChatModel, *, provider: str | No
 
 def _manifest_model(settings: Settings, default: ChatModel, name: str) -> ChatModel:
     """A manifest model by name, installed; never a path (the one refusal does not depend on the file system)."""
-    from appliance.inference.install import chat_models, installed_path, models_dir
+    from appliance.inference.install import chat_models, installed_path, model_search_path
 
     models = chat_models()
     if name not in models:
@@ -57,7 +57,7 @@ def _manifest_model(settings: Settings, default: ChatModel, name: str) -> ChatMo
                               f"install {name}`, or omit model for the configured one ({default.model_id})",
                               field="model")
     return chat_model(settings.inference.model_copy(update={"chat_model": "default", "model_name": name}),
-                      models_dir(settings))
+                      model_search_path(settings))
 
 
 def _configured_endpoint(settings: Settings, default: ChatModel, name: str, base_url: str) -> ChatModel:
@@ -74,9 +74,7 @@ def _configured_endpoint(settings: Settings, default: ChatModel, name: str, base
                               "(inference.endpoint_model); omit model to use it", field="model")
     if conf.chat_model == "endpoint":
         return default
-    from appliance.inference.install import models_dir
-
-    return chat_model(conf.model_copy(update={"chat_model": "endpoint"}), models_dir(settings))
+    return chat_model(conf.model_copy(update={"chat_model": "endpoint"}), [])  # an endpoint needs no model file
 
 
 def _same_url(given: str, configured: str) -> bool:

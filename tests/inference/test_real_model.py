@@ -3,6 +3,7 @@ appliance's own code and answers schema-valid JSON. One short call: CI runs it o
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -78,3 +79,18 @@ def logit_gap(llm: Any, prompt: list[int], before: list[int], chosen: int, other
         llm.eval([token])
     logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1), shape=(llm.n_vocab(),))
     return float(logits[chosen] - logits[other])
+
+
+def test_models_verify_checks_and_loads_the_installed_default_model(capsys: pytest.CaptureFixture[str]) -> None:
+    """`kumiho-ce models verify` on the real file: its pinned sha256, and a llama.cpp load (wherever it was found)."""
+    from appliance.cli import main
+    from appliance.config import load_settings
+    from appliance.inference.install import chat_models, where_installed
+
+    name = next(iter(chat_models()))
+    where = where_installed(load_settings(), name)
+    assert where is not None, f"{name} is not installed: run `make models`"
+    assert main(["models", "verify", name, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"ok": True, "models": [{
+        "name": name, "role": "chat", "path": str(where[0]), "found_in": where[1], "sha256_ok": True, "loads": True,
+        "error": None}]}

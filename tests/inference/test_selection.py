@@ -12,7 +12,7 @@ from appliance.core.ports import NoModel
 from appliance.errors import ConfigError, InvalidArgument
 from appliance.inference.chat import ScriptedModel
 from appliance.inference.factory import chat_model
-from appliance.inference.install import chat_models, models_dir
+from appliance.inference.install import chat_models, data_models_dir
 from appliance.inference.llm import LlamaModel
 from appliance.inference.remote import EndpointModel
 from appliance.inference.selection import model_for_call
@@ -26,13 +26,13 @@ def test_no_selection_or_the_configured_name_is_the_configured_model() -> None:
     assert model_for_call(settings, DEFAULT, **{"provider": "local", "model": "configured"}) is DEFAULT
 
 
-def test_a_manifest_model_is_chosen_by_name_once_installed(tmp_path: Path) -> None:
+def test_a_manifest_model_is_chosen_by_name_once_installed(tmp_path: Path, installation_models: Path) -> None:
     settings = load_settings(data_dir=tmp_path, inference={"context_tokens": 2048, "idle_unload_seconds": 7})
     name, entry = next(iter(chat_models().items()))
     with pytest.raises(InvalidArgument, match="not installed") as caught:
         model_for_call(settings, DEFAULT, **{"model": name})
     assert caught.value.field == "model"
-    placed = models_dir(settings) / entry["file"]
+    placed = data_models_dir(settings) / entry["file"]
     placed.parent.mkdir(parents=True)
     with placed.open("wb") as handle:  # sparse: installed_path checks the size; the sha256 is checked at load
         handle.truncate(entry["size"])
@@ -98,7 +98,7 @@ def test_a_call_cannot_reach_a_configured_endpoint_beyond_loopback_unless_allowe
 
 
 def test_the_configured_endpoint_model(tmp_path: Path) -> None:
-    models = tmp_path / "models"
+    models = [tmp_path / "models"]
     missing = chat_model(InferenceSettings(chat_model="endpoint"), models)
     assert isinstance(missing, NoModel) and "endpoint_url" in missing.reason
     configured = chat_model(InferenceSettings(chat_model="endpoint", endpoint_url="http://localhost:11434/v1",
