@@ -30,7 +30,9 @@ def main():
     if sys.argv[1:3] == ["models", "install"]:
         target = pathlib.Path(os.environ["KUMIHO_CE_MODELS_DIR"])
         target.mkdir(parents=True, exist_ok=True)
-        (target / "install-call.json").write_text(json.dumps(sys.argv[3:]))
+        data_dir = pathlib.Path(os.environ["KUMIHO_CE_DATA_DIR"])
+        call = {"args": sys.argv[3:], "empty_data_dir": data_dir.is_dir() and not any(data_dir.iterdir())}
+        (target / "install-call.json").write_text(json.dumps(call))
         return 0
     return 2
 '''
