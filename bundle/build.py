@@ -336,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="/proc/cpuinfo flags the portable llama-cpp-python needs (install.sh checks them)")
     args = parser.parse_args(argv)
     try:
-        print(build(SOURCE, args.llama_wheels, args.out, args.cpu_flags))
+        print(build(SOURCE, args.llama_wheels, args.out, args.cpu_flags).resolve())
     except BundleError as error:
         print(f"make bundle: {error}", file=sys.stderr)
         return 1

@@ -50,7 +50,7 @@ def test_the_bundle_installs_and_serves_with_no_network(tmp_path: Path) -> None:
 
     def body() -> None:
         assert _network_interfaces() == ["lo"], "not in a namespace with only loopback"
-        tar = Path(archive)
+        tar = Path(archive).resolve()  # the test runs elsewhere
         # the commands of docs/install.md, "On a machine without internet"
         checked = subprocess.run(["sha256sum", "-c", f"{tar.name}.sha256"], cwd=tar.parent, capture_output=True,
                                  text=True, check=False)
