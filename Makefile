@@ -106,7 +106,7 @@ run: install
 
 # ruff, then mypy (strict on appliance/core and appliance/operations; pyproject.toml, [tool.mypy])
 lint: install-test
-	$(BIN)/ruff check appliance tests benchmarks
+	$(BIN)/ruff check appliance tests benchmarks bundle
 	$(BIN)/mypy
 
 # pytest's exit code 5 means no tests ran: that is a failure, not a pass.
@@ -304,6 +304,25 @@ install-service: $(VENV)/.llama-$(LLAMA_BUILD) models
 test-install-service: install-test
 	@LLAMA_WHEELS=$(LLAMA_WHEELS) $(PYTEST) tests/systemd -m long -q; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test-install-service: no tests were collected" >&2; exit 1; fi; exit $$rc
+
+# The air-gapped bundle: dist/kumiho-ce-<version>-<python>-<platform>.tar with a wheel of every runtime dependency
+# at the version installed in .venv (llama-cpp-python built portable, above), kumiho-ce's own wheel, the default chat
+# model's parts, the systemd unit, install.sh and SHA256SUMS; bundle/build.py says what is inside and why it is a
+# plain tar. Fetching the wheels needs the package index; the bundle then installs with none.
+BUNDLE_CPU_FLAGS := avx avx2 fma f16c bmi2
+BUNDLE_BUILD = wheels="$$($(MAKE) -s --no-print-directory llama-portable)" \
+               && $(BIN)/python bundle/build.py --out dist --cpu-flags "$(BUNDLE_CPU_FLAGS)" --llama-wheels "$$wheels"
+.PHONY: bundle
+bundle: $(VENV)/.installed
+	@$(BUNDLE_BUILD)
+
+# The bundle built, extracted and installed with its install.sh into a fresh virtual environment inside a network
+# namespace with only loopback (root, as in CI), then the appliance started there, an MCP store and engage, a stop
+# (JSON figures). `make test` runs install.sh on a toy bundle.
+.PHONY: test-bundle
+test-bundle: install-test
+	@archive="$$($(BUNDLE_BUILD))" && KUMIHO_CE_BUNDLE="$$archive" $(PYTEST) -m long -s -q -p no:cacheprovider \
+	  tests/bundle/test_bundle_offline.py
 
 clean:
 	rm -rf $(VENV) $(KUMIHO_VENV) .pytest_cache .ruff_cache *.egg-info
