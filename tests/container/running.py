@@ -142,6 +142,10 @@ def start(config: dict[str, Any], name: str, data: Path, *env: str) -> Container
     for assignment in env:
         buildah("config", "--env", assignment, name)
     log = data.parent / f"{data.name}.log"
+    log.touch()
+    # the container's user must be able to open its own output again (supervisord writes to /dev/stdout): runc and
+    # crun give the container's stdio to its user for that; buildah's chroot isolation passes this file as it is
+    os.chown(log, UID, UID)
     with log.open("ab") as output:
         process = subprocess.Popen([*BUILDAH, "run", "--isolation", "chroot", "-v", f"{data}:/data", name, "--",
                                     *config["OCIv1"]["config"]["Cmd"]],

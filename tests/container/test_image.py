@@ -149,3 +149,20 @@ def test_the_runtime_image_has_no_compiler_and_carries_the_model_and_the_package
         buildah("umount", container.name, check=False)
     loads = container.run(f"{VENV}/bin/python", "-c", "import llama_cpp; print(llama_cpp.__version__)")
     assert loads.returncode == 0, loads.stderr  # llama.cpp's libraries resolve in the runtime image
+
+
+def test_an_upgrade_backs_up_stops_gracefully_and_starts_a_new_container_on_the_volume(
+        container: Container, image: dict[str, Any]) -> None:
+    backup = container.run(f"{VENV}/bin/kumiho-ce", "backup", "/data/before-upgrade.tar.gz", timeout=300)
+    assert backup.returncode == 0, backup.stderr
+    assert (container.data / "before-upgrade.tar.gz").stat().st_size > 0
+    container.remove()  # as `podman stop`: SIGTERM to supervisord, which stops the appliance gracefully
+    assert container.process.returncode == 0, container.output()
+    assert "stopped: kumiho-ce (exit status 0)" in container.output()
+    upgraded = start(image, "kumiho-ce-test-upgraded", container.data)
+    try:
+        upgraded.wait_until(live, "/api/_live of the new container", timeout=300)
+        token = (container.data / "token").read_text().strip()
+        assert engage_finds(token, FIGURES["stored_kref"])
+    finally:
+        upgraded.remove()
