@@ -31,6 +31,7 @@ the batch store the commit is short and this figure rough).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -49,6 +50,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from appliance.inference.install import chat_models
 from benchmarks.mcp_bench import DATA, corpus, cycled, stats, stop_appliance, store_args
 from benchmarks.rss_bench import slope_per_1000
 from tests.appliance_process import ROOT, cli_env, free_port, wait_until_live
@@ -310,7 +312,7 @@ def link_default_model(data_dir: Path) -> str | None:
     """Link the installed default chat model into ``data_dir/models`` (where the appliance looks for it);
     its name, or None when it is not installed (`make models`)."""
     from appliance.config import load_settings
-    from appliance.inference.install import chat_models, installed_path
+    from appliance.inference.install import installed_path
 
     name, entry = next(iter(chat_models().items()))
     installed = installed_path(load_settings(), name)  # the data directory `make models` installed it in
@@ -346,6 +348,8 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=LOCOMO, help="LoCoMo file (turns and questions)")
     parser.add_argument("--keep-log", type=Path, help="copy the appliance's log here")
     parser.add_argument("--code", type=Path, default=ROOT, help="checkout the server runs from (before/after)")
+    parser.add_argument("--keep", type=Path, help="keep the appliance's data in this directory; when it holds a "
+                        "filled appliance already, measure it again without filling (e.g. on a quieter machine)")
     args = parser.parse_args()
     turns, all_questions = corpus(args.data)
     items = memories(turns, args.memories)
@@ -355,12 +359,13 @@ def main() -> None:
     report: dict[str, Any] = {"benchmark": "scale", "code": str(args.code.resolve()), "memories": args.memories,
                               "clients": args.clients,
                               "embedder": args.embedder, "chat_model": None, "cpu_count": os.cpu_count()}
-    with tempfile.TemporaryDirectory() as scratch:
+    with (contextlib.nullcontext(str(args.keep)) if args.keep else tempfile.TemporaryDirectory()) as scratch:
         data_dir = Path(scratch) / "data"
-        data_dir.mkdir()
+        reused = (data_dir / "graph").exists()
+        data_dir.mkdir(parents=True, exist_ok=True)
         env = {"KUMIHO_CE_SEARCH__EMBEDDER": args.embedder, "KUMIHO_CE_INFERENCE__CHAT_MODEL": "none"}
         if args.chat == "default":
-            report["chat_model"] = link_default_model(data_dir)
+            report["chat_model"] = link_default_model(data_dir) if not reused else next(iter(chat_models()))
             if report["chat_model"] is None:
                 raise SystemExit("the default chat model is not installed: run `make models` (or pass --chat none)")
             env["KUMIHO_CE_INFERENCE__CHAT_MODEL"] = "default"
@@ -386,7 +391,10 @@ def main() -> None:
                 door = args.fill != "reflect" and bulk_door(base_url, headers)
                 if args.fill == "bulk" and not door:
                     raise SystemExit(f"--fill bulk: this appliance has no {BULK_PATH}")
-                if door:
+                if reused:
+                    report["fill"] = {"path": f"none: the appliance in {data_dir} was filled by an earlier run"}
+                    committed = 0
+                elif door:
                     report["fill"] = {"path": f"POST {BULK_PATH}, {BULK_BATCH} entries a call"}
                     committed = fill_bulk(base_url, headers, args.clients, items, sampler)
                 else:
@@ -400,12 +408,13 @@ def main() -> None:
                 # while memories are being committed (the index's catch-up afterwards adds none)
                 fill_samples = [(c, mb) for t, mb, c in sampler.since(fill_start)
                                 if c >= args.memories // 10 and t <= fill_start + commit_seconds]
-                report["fill"].update({
+                report["fill"].update({} if reused else {
                     "committed": committed, "commit_seconds": round(commit_seconds, 1),
                     "commit_per_s": round(committed / commit_seconds, 1),
                     "searchable_seconds": round(searchable_seconds, 1),
                     "searchable_per_s": round(committed / searchable_seconds, 1),
-                    "index_rows": search.get("rows"), "mb_per_1000_memories": slope_per_1000(fill_samples)})
+                    "mb_per_1000_memories": slope_per_1000(fill_samples)})
+                report["fill"]["index_rows"] = search.get("rows")
                 progress(f"filled: {report['fill']}; RSS {rss['after_fill']} MiB; timing stores")
 
                 measure_stores(base_url, args.clients, [f"Warm-up store {n}." for n in range(args.clients)])

@@ -14,6 +14,7 @@ import logging
 import queue
 import re
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
@@ -31,6 +32,8 @@ _HOLD = object()  # marks a job that runs between transactions (``KuzuEngine.hol
 _last_commit: contextvars.ContextVar[int] = contextvars.ContextVar("kuzu_last_commit", default=0)
 CHECKPOINT_WAL_BYTES = 16 * 1024 * 1024  # Kùzu's own threshold: a larger write-ahead log is checkpointed
 IDLE_CHECKPOINT_SECONDS = 1.0  # how soon an idle writer tries a checkpoint that is due
+READS_DRAIN_SECONDS = 10.0  # how long a postponed checkpoint waits for the reads in flight to end
+SLOW_READ_SECONDS = 5.0  # Kùzu's own wait for reads before a checkpoint: a longer read is logged
 
 
 class _Written(Future[T]):
@@ -233,6 +236,7 @@ class KuzuEngine:
         # write is lost to its caller. So the writer checkpoints itself, between transactions, and a
         # checkpoint that cannot run now is simply tried again later (tests/graph/test_checkpoint.py).
         self._checkpoint_due = False  # after a rolled-back write (see _rollback) or once the log is large
+        self._checkpoints_postponed = 0  # tries that found reads running since the checkpoint fell due
         self._tx = Tx(self._writer_conn)  # the writer thread's one Tx: nested jobs share its transaction
         self.on_commit: list[Callable[[], None]] = []  # called on the writer thread after each commit
         # committed write transactions, numbered from 1; counted before the listeners run, so a listener reads
@@ -350,16 +354,40 @@ class KuzuEngine:
             self._checkpoint_if_due()
 
     def _checkpoint_if_due(self) -> None:
-        """Checkpoint between transactions when one is due; one that cannot run now (Kùzu waits a bounded time
-        for readers to leave) is tried again before the next write or at the next idle moment."""
+        """Checkpoint between transactions when one is due. Kùzu waits a bounded time (5 s) for every read to
+        end: one that cannot run now is tried again before the next write or at the next idle moment, and from
+        the second try on, reads are held off for it. Without that, reads that overlap without a gap (the
+        index's catch-up, engage calls) postponed every checkpoint: under a bulk load the log grew past the
+        buffer pool, and Kùzu 0.11 then crashed the process (a 100k-memory fill died at 88k)."""
         if not self._checkpoint_due:
             return
         try:
-            self._writer_conn.execute("CHECKPOINT", {})
+            if self._checkpoints_postponed:
+                self._checkpoint_with_reads_held()
+            else:
+                self._writer_conn.execute("CHECKPOINT", {})
         except RuntimeError as exc:
+            self._checkpoints_postponed += 1
             log.info("checkpoint postponed (tried again before the next write): %s", exc)
             return
-        self._checkpoint_due = False
+        self._checkpoint_due, self._checkpoints_postponed = False, 0
+
+    def _checkpoint_with_reads_held(self) -> None:
+        """``CHECKPOINT`` once every reader connection is back in the pool (reads in flight finish, new ones
+        wait for it); RuntimeError when reads hold on longer than ``READS_DRAIN_SECONDS`` (an export streaming
+        for minutes must not stall every write: the checkpoint is tried again later)."""
+        deadline = time.monotonic() + READS_DRAIN_SECONDS
+        held: list[Connection] = []
+        try:
+            for _ in self.connections[1:]:
+                try:
+                    held.append(self._readers.get(timeout=max(0.0, deadline - time.monotonic())))
+                except queue.Empty:
+                    raise RuntimeError(f"reads still running after {READS_DRAIN_SECONDS:.0f} s") from None
+            self._writer_conn.execute("CHECKPOINT", {})
+        finally:
+            for conn in held:
+                self._readers.put(conn)
 
     def _rollback_and_reopen(self) -> None:
         """Roll back, close the database without the checkpoint Kùzu runs on close, and open it again. Reads in
@@ -394,11 +422,15 @@ class KuzuEngine:
         if threading.current_thread() is self._writer:
             return job(self._tx)  # a write job reading its own uncommitted state
         conn = self._reader()
+        started = time.monotonic()
         try:
             conn.recycle_if_full()
             return job(Tx(conn))
         finally:
             self._readers.put(conn)
+            held = time.monotonic() - started
+            if held > SLOW_READ_SECONDS:  # a checkpoint waits for every read: say which one kept it waiting
+                log.warning("a graph read (%s) took %.1f s", getattr(job, "__qualname__", "?"), held)
 
     def _reader(self) -> Connection:
         """A free reader connection; StorageError once the store is closed (close() takes the free ones, so

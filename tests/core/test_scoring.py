@@ -50,3 +50,16 @@ def test_searchable_text_prefers_semantic_metadata() -> None:
     assert text == "T\nS\nbarista"
     assert searchable_text("user-prefs", {}, []) == "user prefs"
     assert searchable_text("x", {"note": "only this", "type": "fact"}, []) == "only this"
+
+
+def test_searchable_text_leaves_out_what_another_value_already_says() -> None:
+    # the Memory API's summary is its content: read once by the embedder, not twice
+    assert searchable_text("x", {"title": "scale-1", "summary": "Tea at 5.", "content": "Tea at 5."}, []) \
+        == "scale-1\nTea at 5."
+    # a title that is the summary's first words, whole or cut with an ellipsis
+    assert searchable_text("x", {"title": "Coffee", "summary": "Coffee with oat milk"}, []) == "Coffee with oat milk"
+    assert searchable_text("x", {"title": "Drawing flowers is one of my…", "content": "Drawing flowers is one of "
+                                 "my faves."}, []) == "Drawing flowers is one of my faves."
+    # a shorter value that only shares letters, not words, stays
+    assert searchable_text("x", {"title": "T", "summary": "Tea"}, []) == "T\nTea"
+    assert searchable_text("x", {"title": "Tea", "summary": "tea time"}, []) == "Tea\ntea time"

@@ -4,9 +4,11 @@ a checkpoint that cannot run yet is tried again later."""
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
-from appliance.graph.engine import KuzuEngine
+from appliance.graph.engine import KuzuEngine, Tx
 
 
 def test_a_write_commits_while_a_read_transaction_is_open(tmp_path: Path) -> None:
@@ -32,3 +34,34 @@ def test_a_write_commits_while_a_read_transaction_is_open(tmp_path: Path) -> Non
         assert reopened.read(lambda tx: tx.scalar("MATCH (n:N) RETURN count(n)")) == 3
     finally:
         reopened.close()
+
+
+def test_a_postponed_checkpoint_holds_new_reads_off_until_it_runs(tmp_path: Path) -> None:
+    """A read longer than Kùzu's wait (5 s) postpones the checkpoint; the next try waits longer (up to 10 s) for
+    the reads in flight to end and keeps new ones from starting, so the log cannot grow without bound under
+    long reads. (Before, every try gave up after Kùzu's 5 s while an 11 s read was open.)"""
+    engine = KuzuEngine(tmp_path / "graph", readers=2)
+    try:
+        engine.write(lambda tx: tx.run("CREATE NODE TABLE N(id INT64, PRIMARY KEY(id))"))
+        long_read_open, long_read_done = threading.Event(), threading.Event()
+
+        def long_read(tx: Tx) -> None:
+            tx.run("BEGIN TRANSACTION READ ONLY")
+            long_read_open.set()
+            time.sleep(11)  # longer than two of Kùzu's own waits for readers
+            tx.run("COMMIT")
+
+        reader = threading.Thread(target=lambda: (engine.read(long_read), long_read_done.set()))
+        reader.start()
+        assert long_read_open.wait(10)
+        engine._checkpoint_due = True  # what a large log sets
+        engine.write(lambda tx: tx.run("CREATE (:N {id: 1})"))  # its checkpoint waits 5 s for the reader, gives up
+        assert engine._checkpoint_due and engine._checkpoints_postponed == 1
+        assert not long_read_done.is_set()
+        engine.write(lambda tx: tx.run("CREATE (:N {id: 2})"))  # this try waits for the read, then checkpoints
+        assert long_read_done.is_set()
+        assert not engine._checkpoint_due and engine._checkpoints_postponed == 0
+        reader.join(10)
+        assert engine.read(lambda tx: tx.scalar("MATCH (n:N) RETURN count(n)")) == 2
+    finally:
+        engine.close()
