@@ -141,12 +141,10 @@ test-offline: install-test
 # (llama-portable) goes into a copy of the build context, so the builder stage does not compile it again. Then
 # tests/container runs the image in a network namespace holding only loopback: /api/_live, the HEALTHCHECK, an
 # MCP engage with the token from /data/token, a restart by supervisord after kill -9. Prints the build's figures
-# as JSON. The first run takes about half an hour here (debootstrap, then every package fetched from PyPI; pip's
-# cache is kept in ~/.cache/kumiho-ce/container-pip for the next build).
+# as JSON. The first run takes about half an hour here (debootstrap, then every package fetched from PyPI).
 CONTAINER_IMAGE := localhost/kumiho-ce:test
 CONTAINER_BASE := localhost/debian-bookworm-minbase
 BUILDAH := buildah --storage-driver vfs
-CONTAINER_PIP_CACHE := $(HOME)/.cache/kumiho-ce/container-pip
 .PHONY: test-container
 test-container: install-test
 	@command -v buildah >/dev/null && command -v debootstrap >/dev/null \
@@ -157,12 +155,10 @@ test-container: install-test
 	&& tar -c --exclude=__pycache__ --exclude='*.pyc' pyproject.toml README.md Containerfile container appliance \
 	   | tar -x -C "$$context" \
 	&& cp "$$wheels"/llama_cpp_python-$(LLAMA_VERSION)-*.whl "$$context/container/wheels/" \
-	&& mkdir -p $(CONTAINER_PIP_CACHE) \
 	&& { $(BUILDAH) rmi $(CONTAINER_IMAGE) >/dev/null 2>&1 || true; } \
 	&& start=$$(date +%s) \
 	&& $(BUILDAH) bud --isolation chroot --format docker --build-arg BASE=$(CONTAINER_BASE) \
 	     --volume /etc/ssl/certs/ca-certificates.crt:/run/host-ca.crt:ro --build-arg PIP_CERT=/run/host-ca.crt \
-	     --volume $(CONTAINER_PIP_CACHE):/root/.cache/pip \
 	     -t $(CONTAINER_IMAGE) -f Containerfile "$$context" \
 	&& printf '{"container_build": {"seconds": %s, "image": "%s", "size": "%s"}}\n' "$$(( $$(date +%s) - start ))" \
 	     $(CONTAINER_IMAGE) "$$($(BUILDAH) images --format '{{.Size}}' $(CONTAINER_IMAGE))"
