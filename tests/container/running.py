@@ -29,6 +29,7 @@ IMAGE = os.environ.get("KUMIHO_CE_TEST_IMAGE", "")
 BUILDAH = ["buildah", "--storage-driver", "vfs"]
 VENV = "/opt/kumiho-ce/.venv"
 UID = 10001  # the image's USER
+CONTAINER_LOG = "/tmp/container.log"  # the CMD's output, in the container
 BASE_URL = f"http://127.0.0.1:{DEFAULT_PORT}"  # the image's default port, in this test's own network namespace
 
 
@@ -92,7 +93,8 @@ class Container:
     name: str
     data: Path
     process: subprocess.Popen[bytes]
-    log: Path
+    log: Path  # buildah's own output
+    root: Path  # the container's file system, mounted
 
     def running(self, script: str) -> list[int]:
         return descendants_running(self.process.pid, f"{VENV}/bin/{script}")
@@ -111,7 +113,10 @@ class Container:
                        timeout=timeout, check=False)
 
     def output(self) -> str:
-        return self.log.read_text(errors="replace")[-6000:]
+        """What the container printed (supervisord's and the appliance's lines), then buildah's."""
+        inside = self.root / CONTAINER_LOG.lstrip("/")
+        text = inside.read_text(errors="replace") if inside.exists() else ""
+        return (text + self.log.read_text(errors="replace"))[-8000:]
 
     def wait_until(self, condition: Callable[[], bool], what: str, timeout: float) -> float:
         """Poll ``condition`` until it holds, the container running; the seconds it took."""
@@ -143,15 +148,15 @@ def start(config: dict[str, Any], name: str, data: Path, *env: str) -> Container
     for assignment in env:
         buildah("config", "--env", assignment, name)
     log = data.parent / f"{data.name}.log"
-    log.touch()
-    # the container's user must be able to open its own output again (supervisord writes to /dev/stdout): runc and
-    # crun give the container's stdio to its user for that; buildah's chroot isolation passes this file as it is
-    os.chown(log, UID, UID)
+    root = Path(buildah("mount", name).stdout.strip())
+    # The container's user must be able to open its own output again (supervisord writes to /dev/stdout): runc and
+    # crun give the container's stdio to its user for that; buildah's chroot isolation hands it root's pipes. So
+    # the CMD runs with its output in a file of the container's user (CONTAINER_LOG), as it is under podman.
+    command = ["sh", "-c", f'exec "$@" >{CONTAINER_LOG} 2>&1', "sh", *config["OCIv1"]["config"]["Cmd"]]
     with log.open("ab") as output:
         process = subprocess.Popen([*BUILDAH, "run", "--isolation", "chroot", "-v", f"{data}:/data", name, "--",
-                                    *config["OCIv1"]["config"]["Cmd"]],
-                                   stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
-    return Container(name, data, process, log)
+                                    *command], stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+    return Container(name, data, process, log, root)
 
 
 def data_volume(parent: Path) -> Path:

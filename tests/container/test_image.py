@@ -28,7 +28,6 @@ from tests.container.running import (
     UID,
     VENV,
     Container,
-    buildah,
     data_volume,
     image_config,
     live,
@@ -129,24 +128,21 @@ def _data_files(root: Path) -> dict[str, str]:
 
 
 def test_the_runtime_image_has_no_compiler_and_carries_the_model_and_the_package_data(container: Container) -> None:
-    root = Path(buildah("mount", container.name).stdout.strip())
-    try:
-        assert [tool for tool in ("gcc", "cc", "c++", "cmake", "make", "ld") if (root / "usr/bin" / tool).exists()] \
-            == []
-        packages = [line.split(": ", 1)[1] for line in (root / "var/lib/dpkg/status").read_text().splitlines()
-                    if line.startswith("Package: ")]
-        assert [p for p in packages if p.endswith("-dev") or p in ("build-essential", "cmake")] == []
-        assert not (root / "root/.cache/pip").exists() and not list((root / "tmp").glob("model-parts*"))
-        (site,) = (root / VENV.lstrip("/") / "lib").glob("python3*/site-packages")
-        assert _data_files(site / "appliance") == _data_files(ROOT / "appliance")  # every data file, as in the repo
-        default = next(iter(chat_models().values()))
-        model = root / VENV.lstrip("/") / "share/kumiho-ce/models" / default["file"]
-        assert model.stat().st_size == default["size"]
-        assert not (container.data / "models").exists()  # the model is the image's, not the volume's
-        FIGURES["python_environment_mb"] = round(sum(p.stat().st_size for p in (root / VENV.lstrip("/")).rglob("*")
-                                                     if p.is_file() and not p.is_symlink()) / 2**20)
-    finally:
-        buildah("umount", container.name, check=False)
+    root = container.root
+    assert [tool for tool in ("gcc", "cc", "c++", "cmake", "make", "ld") if (root / "usr/bin" / tool).exists()] \
+        == []
+    packages = [line.split(": ", 1)[1] for line in (root / "var/lib/dpkg/status").read_text().splitlines()
+                if line.startswith("Package: ")]
+    assert [p for p in packages if p.endswith("-dev") or p in ("build-essential", "cmake")] == []
+    assert not (root / "root/.cache/pip").exists() and not list((root / "tmp").glob("model-parts*"))
+    (site,) = (root / VENV.lstrip("/") / "lib").glob("python3*/site-packages")
+    assert _data_files(site / "appliance") == _data_files(ROOT / "appliance")  # every data file, as in the repo
+    default = next(iter(chat_models().values()))
+    model = root / VENV.lstrip("/") / "share/kumiho-ce/models" / default["file"]
+    assert model.stat().st_size == default["size"]
+    assert not (container.data / "models").exists()  # the model is the image's, not the volume's
+    FIGURES["python_environment_mb"] = round(sum(p.stat().st_size for p in (root / VENV.lstrip("/")).rglob("*")
+                                                 if p.is_file() and not p.is_symlink()) / 2**20)
     loads = container.run(f"{VENV}/bin/python", "-c", "import llama_cpp; print(llama_cpp.__version__)")
     assert loads.returncode == 0, loads.stderr  # llama.cpp's libraries resolve in the runtime image
 
