@@ -145,6 +145,9 @@ def start(config: dict[str, Any], name: str, data: Path, *env: str) -> Container
     to ``<data>.log``."""
     buildah("rm", name, check=False)  # a leftover of an interrupted run
     buildah("from", "--pull=never", "--name", name, IMAGE)
+    # buildah 1.28's run mounts the image's own VOLUME over a --volume given for the same path: the working
+    # container forgets it, so that /data is the directory given here (as `podman run -v` makes it)
+    buildah("config", "--volume", "/data-", name)
     for assignment in env:
         buildah("config", "--env", assignment, name)
     log = data.parent / f"{data.name}.log"
@@ -152,7 +155,7 @@ def start(config: dict[str, Any], name: str, data: Path, *env: str) -> Container
     # The container's user must be able to open its own output again (supervisord writes to /dev/stdout): runc and
     # crun give the container's stdio to its user for that; buildah's chroot isolation hands it root's pipes. So
     # the CMD runs with its output in a file of the container's user (CONTAINER_LOG), as it is under podman.
-    command = ["sh", "-c", f'exec "$@" >{CONTAINER_LOG} 2>&1', "sh", *config["OCIv1"]["config"]["Cmd"]]
+    command = ["sh", "-c", f'exec "$@" >>{CONTAINER_LOG} 2>&1', "sh", *config["OCIv1"]["config"]["Cmd"]]
     with log.open("ab") as output:
         process = subprocess.Popen([*BUILDAH, "run", "--isolation", "chroot", "-v", f"{data}:/data", name, "--",
                                     *command], stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
