@@ -128,7 +128,12 @@ class Container:
         return time.monotonic() - start
 
     def remove(self) -> None:
-        """Stop it as a container runtime would (SIGTERM to supervisord), then remove the working container."""
+        """Stop it, then remove the working container (its file system with it)."""
+        self.stop()
+        buildah("rm", self.name, check=False)
+
+    def stop(self) -> None:
+        """Stop it as a container runtime would: SIGTERM to supervisord."""
         if self.process.poll() is None:
             for pid in self.running("supervisord"):
                 os.kill(pid, signal.SIGTERM)
@@ -137,7 +142,6 @@ class Container:
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait(timeout=30)
-        buildah("rm", self.name, check=False)
 
 
 def start(config: dict[str, Any], name: str, data: Path, *env: str) -> Container:

@@ -152,7 +152,7 @@ def test_an_upgrade_backs_up_stops_gracefully_and_starts_a_new_container_on_the_
     backup = container.run(f"{VENV}/bin/kumiho-ce", "backup", "/data/before-upgrade.tar.gz", timeout=300)
     assert backup.returncode == 0, backup.stderr
     assert (container.data / "before-upgrade.tar.gz").stat().st_size > 0
-    container.remove()  # as `podman stop`: SIGTERM to supervisord, which stops the appliance gracefully
+    container.stop()  # as `podman stop`: SIGTERM to supervisord, which stops the appliance gracefully
     assert container.process.returncode == 0, container.output()
     assert "stopped: kumiho-ce (exit status 0)" in container.output()
     upgraded = start(image, "kumiho-ce-test-upgraded", container.data)
