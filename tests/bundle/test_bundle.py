@@ -29,7 +29,7 @@ from bundle.build import (
     runtime_pins,
     unfit_wheels,
 )
-from tests.bundle.toy import ROOT, TOY_MODEL, build_toy_bundle, bundled_pip, extract, install_env, make_wheel
+from tests.bundle.toy import ROOT, TOY_MODEL, build_toy_bundle, extract, install_env, make_wheel
 from tests.netns import run_in_private_network
 
 MANIFEST = ROOT / "appliance" / "inference" / "manifest.toml"
@@ -131,9 +131,6 @@ def test_the_service_unit_runs_the_command_install_sh_installs_by_default() -> N
 
 # -- install.sh on a toy bundle -----------------------------------------------------------------------------
 
-needs_pip_wheel = pytest.mark.skipif(bundled_pip() is None, reason="this Python's ensurepip has no pip wheel")
-
-
 def _install(bundle: Path, prefix: Path, *options: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["sh", str(bundle / "install.sh"), "--prefix", str(prefix), *options],
                           cwd=bundle.parent, env=install_env(**env), capture_output=True, text=True, timeout=240,
@@ -145,7 +142,6 @@ def toy_archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_toy_bundle(tmp_path_factory.mktemp("toy"))
 
 
-@needs_pip_wheel
 def test_install_sh_installs_a_good_bundle_with_no_network_and_no_pip_configuration(
         toy_archive: Path, tmp_path: Path) -> None:
     bundle = extract(toy_archive, tmp_path / "carried")
@@ -189,7 +185,6 @@ def _mutations() -> dict[str, tuple[str, str]]:
             "manifest": ("SHA256SUMS", "SHA256SUMS is missing")}
 
 
-@needs_pip_wheel
 @pytest.mark.parametrize("damage", sorted(_mutations()))
 def test_install_sh_installs_nothing_from_a_damaged_bundle(toy_archive: Path, tmp_path: Path, damage: str) -> None:
     bundle = extract(toy_archive, tmp_path / "carried")
@@ -209,7 +204,6 @@ def test_install_sh_installs_nothing_from_a_damaged_bundle(toy_archive: Path, tm
     assert not prefix.exists()
 
 
-@needs_pip_wheel
 def test_install_sh_names_the_python_and_the_machine_it_needs(toy_archive: Path, tmp_path: Path) -> None:
     bundle = extract(toy_archive, tmp_path / "carried")
     old_python = tmp_path / "python3.9"

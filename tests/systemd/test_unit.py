@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,8 +24,14 @@ INSTALL = ROOT / "systemd" / "install.sh"
 # `systemd-analyze security` of the unit (lower is safer): 1.7 before Type=notify and the hardening of this version
 EXPOSURE = 1.1
 
-analyze = pytest.mark.skipif(shutil.which("systemd-analyze") is None,
-                             reason="systemd-analyze is missing (make install-test installs the systemd package)")
+def analyze(test: Callable[..., None]) -> Callable[..., None]:
+    """A test that runs systemd-analyze: part of the test set-up (`make install-test` installs Debian's systemd
+    package as root), so a missing one fails the test rather than skipping it."""
+    @functools.wraps(test)
+    def run(*args: Any, **kwargs: Any) -> None:
+        assert shutil.which("systemd-analyze"), "systemd-analyze is missing: apt-get install systemd"
+        test(*args, **kwargs)
+    return run
 
 
 def verify(text: str, tmp_path: Path, cli: Path = Path(sys.prefix) / "bin" / "kumiho-ce"
