@@ -25,6 +25,7 @@ from appliance.core import kref as krefs
 from appliance.core import names
 from appliance.errors import InvalidArgument, NotFound
 from appliance.graph._support import (
+    KEY_LOOKUPS_UP_TO,
     LOCAL_USER,
     StoreBase,
     artifact_id,
@@ -106,9 +107,14 @@ class MemoryStore(StoreBase):
                 self.ensure_space(space)  # type: ignore[attr-defined]  # StructureStore, in GraphStore
         items = sorted({node for _, node, _ in planned})
         state: dict[str, _ItemState] = {}
-        for node, number, tag, holder in tx.rows(
-                "MATCH (i:Item) WHERE i.id IN $ids OPTIONAL MATCH (i)-[t:TAGGED]->(r:Revision) WHERE t.until = '' "
-                "RETURN i.id, i.next_number, t.tag, r.id", {"ids": items}):
+        if len(items) > KEY_LOOKUPS_UP_TO:
+            rows = tx.rows("MATCH (i:Item) WHERE i.id IN $ids OPTIONAL MATCH (i)-[t:TAGGED]->(r:Revision) "
+                           "WHERE t.until = '' RETURN i.id, i.next_number, t.tag, r.id", {"ids": items})
+        else:
+            rows = [row for item in items for row in tx.rows(
+                "MATCH (i:Item {id: $id}) OPTIONAL MATCH (i)-[t:TAGGED]->(r:Revision) WHERE t.until = '' "
+                "RETURN i.id, i.next_number, t.tag, r.id", {"id": item})]
+        for node, number, tag, holder in rows:
             held = state.setdefault(node, _ItemState(int(number)))
             if tag is not None:
                 held.holders[tag] = holder

@@ -10,6 +10,7 @@ from appliance.core import kref as krefs
 from appliance.core.model import Item, Page, Project, Space
 from appliance.errors import Conflict, InvalidArgument, NotFound
 from appliance.graph._support import (
+    KEY_LOOKUPS_UP_TO,
     LOCAL_USER,
     StoreBase,
     archived_projects,
@@ -27,11 +28,6 @@ from appliance.graph._support import (
 )
 from appliance.graph.engine import Tx
 from appliance.graph.resolve import locate_item, locate_item_node, space_node
-
-# Up to this many items are read one primary-key lookup each (~0.2 ms); more, one scan of the table (Kùzu 0.11
-# does not use the key index for IN lists: ~0.1 s at 100k items on a quiet machine, seconds under load, and a long
-# read holds a checkpoint off)
-KEY_LOOKUPS_UP_TO = 500
 
 
 class StructureStore(StoreBase):
@@ -439,7 +435,7 @@ class StructureStore(StoreBase):
             return {}
         if len(ids) > KEY_LOOKUPS_UP_TO:
             rows = self._engine.read(lambda tx: tx.rows("MATCH (i:Item) WHERE i.id IN $ids RETURN i", {"ids": ids}))
-        else:  # Kùzu 0.11 scans the whole table for IN (seconds at 100k items under load), but not for {id: $id}
+        else:
             rows = self._engine.read(lambda tx: [row for i in ids
                                                  for row in tx.rows("MATCH (i:Item {id: $id}) RETURN i", {"id": i})])
         return {item.kref: item for item in (item_from(r[0]) for r in rows)}
