@@ -7,7 +7,7 @@ import contextlib
 import pytest
 
 from appliance.errors import Conflict, InvalidArgument, NotFound
-from appliance.graph import GraphStore, NewArtifact, NewRevision
+from appliance.graph import GraphStore, NewArtifact, NewRevision, revisions
 from tests.conftest import FakeClock
 
 
@@ -222,3 +222,20 @@ def test_batch_by_item_answers_as_one_lookup_per_item_does(graph: GraphStore, sp
         assert [(r.kref, sorted(r.tags), r.metadata) for r in found] == \
             [(r.kref, sorted(r.tags), r.metadata) for r in expected]
         assert [k for _, k in missing] == [k for k in asked if k not in {r.item_kref for r in expected}]
+
+
+def test_current_revisions_are_the_same_by_key_lookups_and_by_one_scan(graph: GraphStore,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    graph.ensure_space("/Current/notes")
+    items = [graph.create_item("/Current/notes", f"n{n}", "note").kref for n in range(3)]
+    for kref in items:
+        graph.create_revision(kref, {"v": "1"})
+        graph.create_revision(kref, {"v": "2"})
+    graph.tag_revision(items[0] + "?r=1", "published")  # published wins over latest
+    asked = [*items, "kref://Current/notes/missing.note"]
+    by_keys = graph.current_revisions(asked)
+    monkeypatch.setattr(revisions, "CURRENT_BY_KEY_UP_TO", 0)
+    by_scan = graph.current_revisions(asked)
+    assert {k: (r.kref, sorted(r.tags)) for k, r in by_keys.items()} == \
+        {k: (r.kref, sorted(r.tags)) for k, r in by_scan.items()}
+    assert [by_keys[k].number for k in items] == [1, 2, 2] and sorted(by_keys) == sorted(items)
