@@ -440,6 +440,9 @@ def load_settings(config_path: Path | None = None, **overrides: Any) -> Settings
         raise ConfigError(_explain(exc, config_path)) from None
 
 
+SECRET_KEYS = ("api_token", "endpoint_api_key")
+
+
 def _explain(exc: ValidationError, config_path: Path | None) -> str:
     where = f"config file {config_path} or " if config_path else ""
     lines = []
@@ -454,6 +457,8 @@ def _explain(exc: ValidationError, config_path: Path | None) -> str:
         elif error["type"] == "extra_forbidden":
             lines.append(f"unknown setting '{key}' (in {where or 'the environment: '}{env}); remove or "
                          "fix its name (see `kumiho-ce config show` for the known keys)")
+        elif error["loc"] and error["loc"][-1] in SECRET_KEYS:  # its value is never repeated (logs, the journal)
+            lines.append(f"setting '{key}': {error['msg']} (set in {where}{env}; its value is not shown)")
         else:
             lines.append(f"setting '{key}' = {error.get('input')!r}: {error['msg']} (set in {where}{env})")
     return "invalid configuration:\n  " + "\n  ".join(lines)

@@ -30,7 +30,9 @@ def main() -> int:
         print(f"kumiho-ce healthcheck: {exc}", file=sys.stderr)
         return 1
     try:
-        with urllib.request.urlopen(url, timeout=TIMEOUT_SECONDS) as answer:
+        # no proxy: a container started with HTTP_PROXY set must still reach its own loopback
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(url, timeout=TIMEOUT_SECONDS) as answer:
             status = answer.status
     except OSError as exc:  # refused, timed out, or an HTTP error status
         print(f"kumiho-ce healthcheck: {url}: {exc}", file=sys.stderr)

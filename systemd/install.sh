@@ -59,7 +59,7 @@ fi
 "$PYTHON" -c 'import sys, venv; sys.exit(sys.version_info < (3, 11))' 2>/dev/null \
     || die "$PYTHON is not a Python 3.11 or newer with venv (Debian: apt-get install python3-venv)"
 [ -n "$LLAMA_WHEELS" ] || die "pass --llama-wheels DIR (\`make install-service\` builds the wheel and passes it)"
-LLAMA_WHEEL=$(ls "$LLAMA_WHEELS"/llama_cpp_python-*.whl 2>/dev/null | tail -n 1)
+LLAMA_WHEEL=$(ls "$LLAMA_WHEELS"/llama_cpp_python-*.whl 2>/dev/null | sort -V | tail -n 1)  # the newest
 [ -n "$LLAMA_WHEEL" ] || die "$LLAMA_WHEELS holds no llama_cpp_python-*.whl (\`make install-service\` builds one)"
 [ -z "$MODELS_FROM" ] || [ -d "$MODELS_FROM" ] || die "--models-from $MODELS_FROM is not a directory"
 if [ -n "$ROOT" ]; then

@@ -14,7 +14,8 @@ from appliance.inference.llm import LlamaModel
 
 def real_settings() -> Any:
     """This machine's settings with the models directory the tests hide (tests/conftest.py) put back."""
-    return load_settings(models_dir=Path(os.environ["KUMIHO_TEST_REAL_MODELS_DIR"] or "") or None)
+    hidden = os.environ["KUMIHO_TEST_REAL_MODELS_DIR"]  # "" when no models_dir was set: the default search path
+    return load_settings(models_dir=Path(hidden) if hidden else None)
 
 
 def default_model(**options: Any) -> LlamaModel:

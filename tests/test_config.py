@@ -145,3 +145,13 @@ def test_a_good_default_namespace_is_kept(tmp_path: Path) -> None:
     config = tmp_path / "c.toml"
     config.write_text('[memory]\ndefault_namespace = "agent-7_b"\n')
     assert load_settings(config).memory.default_namespace == "agent-7_b"
+
+
+def test_an_invalid_secret_setting_is_named_without_its_value(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text("api_token = 918273645546372819\n[inference]\nendpoint_api_key = 564738291827364554\n")
+    with pytest.raises(ConfigError) as refused:
+        load_settings(config)
+    message = refused.value.message
+    assert "'api_token'" in message and "'inference.endpoint_api_key'" in message and "not shown" in message
+    assert "918273645546372819" not in message and "564738291827364554" not in message

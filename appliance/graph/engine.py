@@ -33,6 +33,7 @@ _last_commit: contextvars.ContextVar[int] = contextvars.ContextVar("kuzu_last_co
 CHECKPOINT_WAL_BYTES = 16 * 1024 * 1024  # Kùzu's own threshold: a larger write-ahead log is checkpointed
 IDLE_CHECKPOINT_SECONDS = 1.0  # how soon an idle writer tries a checkpoint that is due
 READS_DRAIN_SECONDS = 10.0  # how long a postponed checkpoint waits for the reads in flight to end
+HELD_CHECKPOINT_BACKOFF_SECONDS = 30.0  # after such a wait fails, plain tries only for this long
 SLOW_READ_SECONDS = 5.0  # Kùzu's own wait for reads before a checkpoint: a longer read is logged
 
 
@@ -237,6 +238,7 @@ class KuzuEngine:
         # checkpoint that cannot run now is simply tried again later (tests/graph/test_checkpoint.py).
         self._checkpoint_due = False  # after a rolled-back write (see _rollback) or once the log is large
         self._checkpoints_postponed = 0  # tries that found reads running since the checkpoint fell due
+        self._next_held_checkpoint = 0.0  # monotonic time before which no try holds reads back (after a failed one)
         self._tx = Tx(self._writer_conn)  # the writer thread's one Tx: nested jobs share its transaction
         self.on_commit: list[Callable[[], None]] = []  # called on the writer thread after each commit
         # committed write transactions, numbered from 1; counted before the listeners run, so a listener reads
@@ -354,20 +356,26 @@ class KuzuEngine:
             self._checkpoint_if_due()
 
     def _checkpoint_if_due(self) -> None:
-        """Checkpoint between transactions when one is due. Kùzu waits a bounded time (5 s) for every read to
-        end: one that cannot run now is tried again before the next write or at the next idle moment, and from
-        the second try on, reads are held off for it. Without that, reads that overlap without a gap (the
-        index's catch-up, engage calls) postponed every checkpoint: under a bulk load the log grew past the
-        buffer pool, and Kùzu 0.11 then crashed the process (a 100k-memory fill died at 88k)."""
+        """Checkpoint between transactions when one is due. Kùzu stops new transactions and waits at most 5 s for
+        the running ones to end: a checkpoint that cannot run now is tried again before the next write or at the
+        next idle moment, and from the second try on (at most once every 30 s) it holds new reads back and waits up
+        to 10 s for those in flight. Without that, reads longer than 5 s (table scans at 100k memories under load)
+        postponed checkpoint after checkpoint during a bulk fill, and the one that finally ran did not fit the
+        buffer pool: Kùzu 0.11 then crashed the process (a 100k-memory fill died at 88k)."""
         if not self._checkpoint_due:
             return
+        # reads are held back at most once every HELD_CHECKPOINT_BACKOFF_SECONDS: a read that outlasts the wait
+        # (an export streaming for minutes) must not stall every write and read behind it; plain tries go on
+        hold = self._checkpoints_postponed > 0 and time.monotonic() >= self._next_held_checkpoint
         try:
-            if self._checkpoints_postponed:
+            if hold:
                 self._checkpoint_with_reads_held()
             else:
                 self._writer_conn.execute("CHECKPOINT", {})
         except RuntimeError as exc:
             self._checkpoints_postponed += 1
+            if hold:
+                self._next_held_checkpoint = time.monotonic() + HELD_CHECKPOINT_BACKOFF_SECONDS
             log.info("checkpoint postponed (tried again before the next write): %s", exc)
             return
         self._checkpoint_due, self._checkpoints_postponed = False, 0

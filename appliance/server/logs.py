@@ -147,6 +147,11 @@ class NoCredentials(logging.Filter):
             if kinds:
                 record.msg, record.args = cleaned, ()
                 message = cleaned
+        if record.exc_info and not record.exc_text:  # a traceback quotes values too: formatted here, redacted
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text, _ = redaction.redact_secrets(record.exc_text)
+            record.exc_info = None  # both formatters then print the redacted text
         return True
 
 

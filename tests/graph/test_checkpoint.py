@@ -8,6 +8,9 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
+from appliance.graph import engine as engine_module
 from appliance.graph.engine import KuzuEngine, Tx
 
 
@@ -63,5 +66,35 @@ def test_a_postponed_checkpoint_holds_new_reads_off_until_it_runs(tmp_path: Path
         assert not engine._checkpoint_due and engine._checkpoints_postponed == 0
         reader.join(10)
         assert engine.read(lambda tx: tx.scalar("MATCH (n:N) RETURN count(n)")) == 2
+    finally:
+        engine.close()
+
+
+def test_a_held_checkpoint_that_times_out_backs_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read longer than the hold's wait (an export streaming for minutes) must not stall every write and read
+    behind it: after a hold times out, tries are plain ones for HELD_CHECKPOINT_BACKOFF_SECONDS."""
+    monkeypatch.setattr(engine_module, "READS_DRAIN_SECONDS", 0.5)
+    engine = KuzuEngine(tmp_path / "graph", readers=2)
+    try:
+        engine.write(lambda tx: tx.run("CREATE NODE TABLE N(id INT64, PRIMARY KEY(id))"))
+        long_read_open = threading.Event()
+
+        def long_read(tx: Tx) -> None:
+            tx.run("BEGIN TRANSACTION READ ONLY")
+            long_read_open.set()
+            time.sleep(8)
+            tx.run("COMMIT")
+
+        reader = threading.Thread(target=engine.read, args=(long_read,))
+        reader.start()
+        assert long_read_open.wait(10)
+        engine._checkpoint_due = True
+        engine.write(lambda tx: tx.run("CREATE (:N {id: 1})"))  # a plain try: Kùzu's 5 s wait, then postponed
+        engine.write(lambda tx: tx.run("CREATE (:N {id: 2})"))  # the hold waits 0.5 s for the read, gives up
+        assert engine._checkpoint_due and engine._checkpoints_postponed == 2
+        assert engine._next_held_checkpoint > time.monotonic() + engine_module.HELD_CHECKPOINT_BACKOFF_SECONDS - 5
+        assert reader.is_alive()  # the long read is still open, and every reader connection is back in the pool
+        assert engine.read(lambda tx: tx.scalar("MATCH (n:N) RETURN count(n)")) == 2
+        reader.join(15)
     finally:
         engine.close()

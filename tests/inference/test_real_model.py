@@ -4,6 +4,7 @@ appliance's own code and answers schema-valid JSON. One short call: CI runs it o
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -81,14 +82,20 @@ def logit_gap(llm: Any, prompt: list[int], before: list[int], chosen: int, other
     return float(logits[chosen] - logits[other])
 
 
-def test_models_verify_checks_and_loads_the_installed_default_model(capsys: pytest.CaptureFixture[str]) -> None:
+def test_models_verify_checks_and_loads_the_installed_default_model(capsys: pytest.CaptureFixture[str],
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """`kumiho-ce models verify` on the real file: its pinned sha256, and a llama.cpp load (wherever it was found)."""
     from appliance.cli import main
-    from appliance.config import load_settings
     from appliance.inference.install import chat_models, where_installed
+    from tests.real_model import real_settings
 
+    # the search path as this machine has it, not the empty models_dir every test gets (tests/conftest.py)
+    if os.environ["KUMIHO_TEST_REAL_MODELS_DIR"]:
+        monkeypatch.setenv("KUMIHO_CE_MODELS_DIR", os.environ["KUMIHO_TEST_REAL_MODELS_DIR"])
+    else:
+        monkeypatch.delenv("KUMIHO_CE_MODELS_DIR")
     name = next(iter(chat_models()))
-    where = where_installed(load_settings(), name)
+    where = where_installed(real_settings(), name)
     assert where is not None, f"{name} is not installed: run `make models`"
     assert main(["models", "verify", name, "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {"ok": True, "models": [{

@@ -153,3 +153,17 @@ def test_a_json_line_holds_the_traceback_and_no_credential(root_logger: logging.
     assert token not in stream.getvalue() and "it failed with key" in line["message"]
     assert "Traceback" in line["exception"] and "ValueError: boom" in line["exception"]
     assert line["ts"].endswith("Z")
+
+
+@pytest.mark.parametrize("log_format", ["json", "text"])
+def test_a_traceback_that_quotes_a_credential_is_redacted(root_logger: logging.Logger, log_format: str) -> None:
+    stream = io.StringIO()
+    logs.configure("info", log_format, stream)  # type: ignore[arg-type]
+    token = "sk-proj-" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6"
+    try:
+        raise ValueError(f"the endpoint refused key {token}")
+    except ValueError:
+        logging.getLogger("tests.logs").exception("the call failed")
+    written = stream.getvalue()
+    assert "the call failed" in written and "Traceback" in written and "ValueError: the endpoint refused key" in written
+    assert token not in written
