@@ -87,11 +87,12 @@ run() {
 }
 
 # what the service sees: its data directory and its configuration (which may name a models_dir), and none of the
-# KUMIHO_CE_* variables of the shell that runs this script
+# KUMIHO_CE_* variables of the shell that runs this script, nor its user's own configuration file (the service's
+# home is its data directory)
 service_env() {
     # shellcheck disable=SC2046  # one "-u NAME" pair per variable; the names hold no spaces
-    env $(env | sed -n 's/^\(KUMIHO_CE_[A-Za-z0-9_]*\)=.*/-u \1/p') KUMIHO_CE_DATA_DIR="$STATE" \
-        CONFIGURATION_DIRECTORY="$CONF" "$@"
+    env $(env | sed -n 's/^\(KUMIHO_CE_[A-Za-z0-9_]*\)=.*/-u \1/p') -u XDG_CONFIG_HOME HOME="$STATE" \
+        KUMIHO_CE_DATA_DIR="$STATE" CONFIGURATION_DIRECTORY="$CONF" "$@"
 }
 
 echo "installing kumiho-ce from $SOURCE into ${ROOT:-/}"
