@@ -148,11 +148,13 @@ fi
 # -- 4. the models, apart from any data directory ----------------------------------------------------------
 MODELS_TARGET=${MODELS_DIR:-$VENV/share/kumiho-ce/models}
 if [ "$WITH_MODELS" = yes ] && [ -n "$CHAT_MODELS" ]; then
-    # an empty data directory for this step: a copy in the installing user's data directory does not count
+    # an empty data directory and no configuration file for this step: a copy in the installing user's data
+    # directory does not count, and their configuration (or a KUMIHO_CE_CONFIG) must not redirect the install
     no_data=$(mktemp -d)
     for model in $CHAT_MODELS; do
         echo "installing the chat model $model into $MODELS_TARGET"
-        KUMIHO_CE_MODELS_DIR=$MODELS_TARGET KUMIHO_CE_DATA_DIR=$no_data \
+        env -u KUMIHO_CE_CONFIG -u XDG_CONFIG_HOME -u CONFIGURATION_DIRECTORY HOME="$no_data" \
+            KUMIHO_CE_MODELS_DIR="$MODELS_TARGET" KUMIHO_CE_DATA_DIR="$no_data" \
             "$VENV/bin/kumiho-ce" models install "$model" --from "$BUNDLE/models" \
             || { rm -rf "$no_data"; fail "the chat model $model could not be installed (the message is above)"; }
     done
