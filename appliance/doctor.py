@@ -76,10 +76,6 @@ def _check_doors(settings: Settings, data_dir: DataDir) -> list[Check]:
     return check_doors(settings, *running_address(settings, data_dir), token_for(data_dir, settings))
 
 
-def _check_chat_model(settings: Settings) -> Check:
-    return check_chat_model(settings)[0]
-
-
 def exit_code(checks: list[Check]) -> int:
     """1 when any check failed (the appliance would not start, or would break), else 0: warnings pass."""
     return 1 if any(c.status == "fail" for c in checks) else 0

@@ -129,10 +129,10 @@ def test_the_configuration_names_a_manifest_model(tmp_path: Path) -> None:
 
 def test_doctor_checks_the_configured_chat_model(tmp_path: Path, toy: dict[str, Any],
                                                  installation_models: Path) -> None:
-    from appliance.doctor import _check_chat_model
+    from appliance.doctor_models import check_chat_model
 
     def check(**inference: Any) -> tuple[str, str]:
-        result = _check_chat_model(load_settings(data_dir=tmp_path, inference=inference))
+        result, _ = check_chat_model(load_settings(data_dir=tmp_path, inference=inference))
         return result.status, result.detail + f" (fix: {result.fix})"
 
     assert check(chat_model="none")[0] == "warn"
