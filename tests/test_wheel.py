@@ -57,7 +57,10 @@ class Installed:
     workdir: Path  # an empty directory outside the repository, the cwd of every command
 
     def run(self, *command: str | Path) -> subprocess.CompletedProcess[str]:
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+        # as a user's shell runs it: none of this checkout's paths, none of the tests' settings (their empty
+        # models_dir would replace the installation's models directory)
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV") and not k.startswith("KUMIHO_CE_")}
         return subprocess.run([str(c) for c in command], cwd=self.workdir, env=env, capture_output=True, text=True,
                               timeout=120, check=False)
 

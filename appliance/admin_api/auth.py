@@ -60,8 +60,10 @@ def configured_token(settings: Settings) -> str | None:
 def presented_tokens(headers: list[tuple[bytes, bytes]]) -> list[bytes] | None:
     """The tokens the request presents: that of its ``Authorization: Bearer <token>`` header and that of its
     non-empty ``X-Kumiho-Token`` header; None when either header is sent twice or is not well-formed."""
-    bearer = [value for name, value in headers if name == b"authorization"]
-    kumiho = [value for name, value in headers if name == b"x-kumiho-token"]
+    # whitespace around a field value is not part of it (RFC 9110 §5.5); uvicorn strips the trailing part from
+    # 0.55 on, and doing it here keeps the answer the same whichever version serves
+    bearer = [value.rstrip(b" \t") for name, value in headers if name == b"authorization"]
+    kumiho = [value.rstrip(b" \t") for name, value in headers if name == b"x-kumiho-token"]
     if len(bearer) > 1 or len(kumiho) > 1:
         return None
     tokens = []

@@ -26,7 +26,9 @@ def indexed(stack: Stack) -> Stack:
 
 
 def test_check_tells_a_healthy_index_from_a_missing_one(indexed: Stack, tmp_path: Path) -> None:
-    assert repair.check(indexed.index.path) == repair.Health("ok", "3 rows, every file readable", 3)
+    health = repair.check(indexed.index.path)
+    assert (health.state, health.detail, health.rows) == ("ok", "3 rows, every file readable", 3)
+    assert health.revision_krefs == {f"kref://P/a/m{n}.conversation?r=1" for n in range(3)}
     assert repair.check(tmp_path / "nowhere").state == "missing"
 
 
