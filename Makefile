@@ -106,7 +106,7 @@ run: install
 
 # ruff, then mypy (strict on appliance/core and appliance/operations; pyproject.toml, [tool.mypy])
 lint: install-test
-	$(BIN)/ruff check appliance tests benchmarks bundle
+	$(BIN)/ruff check appliance tests benchmarks bundle container
 	$(BIN)/mypy
 
 # pytest's exit code 5 means no tests ran: that is a failure, not a pass.
