@@ -41,10 +41,11 @@ def buildah(*args: str, timeout: float = 300, check: bool = True) -> subprocess.
 
 
 def image_config() -> dict[str, Any]:
-    """``buildah inspect`` of the image under test; skips when none was built, fails outside a loopback-only
-    network namespace."""
+    """``buildah inspect`` of the image under test; fails when none was named or outside a loopback-only network
+    namespace (`make test-container` builds the image and runs these tests as they need)."""
     if not IMAGE:
-        pytest.skip("make test-container builds the image and runs tests/container (KUMIHO_CE_TEST_IMAGE)")
+        pytest.fail("no image to test: `make test-container` builds one and runs tests/container with "
+                    "KUMIHO_CE_TEST_IMAGE set")
     interfaces = sorted(name for _, name in socket.if_nameindex())  # this namespace's (/sys may show the host's)
     assert interfaces == ["lo"], (f"run this in a network namespace with only loopback (make test-container), not "
                                   f"beside {interfaces}: the container listens on every address")
