@@ -18,11 +18,6 @@ from appliance.graph.write_policy import WritePolicy
 Clock = Callable[[], datetime]
 T = TypeVar("T")
 LOCAL_USER = "local"  # a tokenless local appliance has one user (reference §1.13)
-# Up to this many rows are found by one primary-key lookup each (~0.5 ms); more, by one scan of the table. Kùzu
-# 0.11 uses the key index for `{id: $id}` but not for `IN` lists or `UNWIND … {id: id}`: those scan the table
-# (~0.1-0.3 s at 100k memories on a quiet machine, seconds under load, on the single writer or holding a
-# checkpoint off).
-KEY_LOOKUPS_UP_TO = 500
 # the recent commits whose flagged revisions are remembered, and the most remembered per commit (a bulk requeue
 # flags thousands: it is remembered as "many", and a stage of such a commit leaves it to the index sync's scan)
 DIRTIED_KEPT = 256
@@ -222,14 +217,10 @@ class StoreBase:
     def _dirty(self, tx: Tx, revisions: list[str]) -> None:
         """Mark revisions for (re)indexing: the search index outbox (docs/search.md). ``modified_at``
         moves too, so an index sync that read the older state cannot clear the mark."""
-        now = self._now()
-        if len(revisions) > KEY_LOOKUPS_UP_TO:
-            tx.unwind("UNWIND $rows AS id MATCH (r:Revision {id: id}) SET r.indexed = false, r.modified_at = $now",
-                      revisions, {"now": now})
-        else:
-            for revision in revisions:
-                tx.run("MATCH (r:Revision {id: $id}) SET r.indexed = false, r.modified_at = $now",
-                       {"id": revision, "now": now})
+        if revisions:
+            tx.by_keys("MATCH (r:Revision {id: $id}) SET r.indexed = false, r.modified_at = $now",
+                       "UNWIND $ids AS id MATCH (r:Revision {id: id}) SET r.indexed = false, r.modified_at = $now",
+                       revisions, {"now": self._now()})
         self._flagged(tx, revisions)
 
     def _flagged(self, tx: Tx, revisions: list[str]) -> None:

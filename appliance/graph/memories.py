@@ -25,7 +25,6 @@ from appliance.core import kref as krefs
 from appliance.core import names
 from appliance.errors import InvalidArgument, NotFound
 from appliance.graph._support import (
-    KEY_LOOKUPS_UP_TO,
     LOCAL_USER,
     StoreBase,
     artifact_id,
@@ -107,14 +106,11 @@ class MemoryStore(StoreBase):
                 self.ensure_space(space)  # type: ignore[attr-defined]  # StructureStore, in GraphStore
         items = sorted({node for _, node, _ in planned})
         state: dict[str, _ItemState] = {}
-        if len(items) > KEY_LOOKUPS_UP_TO:
-            rows = tx.rows("MATCH (i:Item) WHERE i.id IN $ids OPTIONAL MATCH (i)-[t:TAGGED]->(r:Revision) "
-                           "WHERE t.until = '' RETURN i.id, i.next_number, t.tag, r.id", {"ids": items})
-        else:
-            rows = [row for item in items for row in tx.rows(
+        for node, number, tag, holder in tx.by_keys(
                 "MATCH (i:Item {id: $id}) OPTIONAL MATCH (i)-[t:TAGGED]->(r:Revision) WHERE t.until = '' "
-                "RETURN i.id, i.next_number, t.tag, r.id", {"id": item})]
-        for node, number, tag, holder in rows:
+                "RETURN i.id, i.next_number, t.tag, r.id",
+                "MATCH (i:Item) WHERE i.id IN $ids OPTIONAL MATCH (i)-[t:TAGGED]->(r:Revision) WHERE t.until = '' "
+                "RETURN i.id, i.next_number, t.tag, r.id", items):
             held = state.setdefault(node, _ItemState(int(number)))
             if tag is not None:
                 held.holders[tag] = holder

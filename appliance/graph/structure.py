@@ -10,7 +10,6 @@ from appliance.core import kref as krefs
 from appliance.core.model import Item, Page, Project, Space
 from appliance.errors import Conflict, InvalidArgument, NotFound
 from appliance.graph._support import (
-    KEY_LOOKUPS_UP_TO,
     LOCAL_USER,
     StoreBase,
     archived_projects,
@@ -433,11 +432,8 @@ class StructureStore(StoreBase):
         ids = sorted({item_id(krefs.parse(k, "item_krefs")) for k in item_krefs})
         if not ids:
             return {}
-        if len(ids) > KEY_LOOKUPS_UP_TO:
-            rows = self._engine.read(lambda tx: tx.rows("MATCH (i:Item) WHERE i.id IN $ids RETURN i", {"ids": ids}))
-        else:
-            rows = self._engine.read(lambda tx: [row for i in ids
-                                                 for row in tx.rows("MATCH (i:Item {id: $id}) RETURN i", {"id": i})])
+        rows = self._engine.read(lambda tx: tx.by_keys("MATCH (i:Item {id: $id}) RETURN i",
+                                                       "MATCH (i:Item) WHERE i.id IN $ids RETURN i", ids))
         return {item.kref: item for item in (item_from(r[0]) for r in rows)}
 
     def update_item_metadata(self, kref: str, metadata: dict[str, str]) -> Item:

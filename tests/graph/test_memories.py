@@ -10,7 +10,7 @@ import pytest
 
 from appliance.core.model import Revision
 from appliance.errors import InvalidArgument, NotFound, PermissionDenied
-from appliance.graph import GraphStore, NewMemory, _support, memories
+from appliance.graph import GraphStore, NewMemory, engine
 from appliance.graph.write_policy import WritePolicy
 from appliance.memory.policy import ReadOnlyNamespaces
 from tests.conftest import FakeClock
@@ -60,8 +60,7 @@ def state(g: GraphStore, item: str) -> dict[str, Any]:
 def test_a_new_memory_and_one_stacked_on_it_leave_the_graph_the_general_methods_leave(
         tmp_path: Path, lookups_up_to: int, monkeypatch: pytest.MonkeyPatch) -> None:
     # the item's state and the revisions to flag are read by key lookups up to a number of rows, by scans beyond
-    monkeypatch.setattr(memories, "KEY_LOOKUPS_UP_TO", lookups_up_to)
-    monkeypatch.setattr(_support, "KEY_LOOKUPS_UP_TO", lookups_up_to)
+    monkeypatch.setattr(engine, "KEY_LOOKUPS_UP_TO", lookups_up_to)
     item = "kref://CognitiveMemory/notes/sub/coffee.conversation"
     seen = []
     for write in (by_general_methods, by_create_memories):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from appliance.errors import AlreadyExists, Conflict, InvalidArgument, NotFound
-from appliance.graph import GraphStore, structure
+from appliance.graph import GraphStore, engine
 
 
 def test_a_project_gets_a_uuid_and_a_root_space(graph: GraphStore) -> None:
@@ -274,7 +274,7 @@ def test_items_by_kref_reads_the_same_by_key_lookups_and_by_one_scan(graph: Grap
     made = [graph.create_item("/Lookups/notes", f"note-{n}", "note", {"n": str(n)}) for n in range(5)]
     asked = [item.kref for item in made[:4]] + ["kref://Lookups/notes/missing.note"]
     by_keys = graph.items_by_kref(asked)
-    monkeypatch.setattr(structure, "KEY_LOOKUPS_UP_TO", 1)  # more ids than that: one scan of the table
+    monkeypatch.setattr(engine, "KEY_LOOKUPS_UP_TO", 1)  # more ids than that: one scan of the table
     by_scan = graph.items_by_kref(asked)
     assert sorted(by_keys) == sorted(by_scan) == sorted(item.kref for item in made[:4])
     assert {k: v.metadata for k, v in by_keys.items()} == {k: v.metadata for k, v in by_scan.items()}
